@@ -1,0 +1,128 @@
+//! ClickHouse connection settings and a client that works with both the 18.16 server of
+//! the dev machines and a current one.
+//!
+//! The `clickhouse` crate's row validation sends a setting 18.16 does not know, and its
+//! LZ4 framing makes 18.16 return empty results; both are switched on only for servers
+//! that support them (decided from `SELECT version()`), unless set explicitly.
+
+use crate::{config, CommonError};
+use clickhouse::{Client, Compression};
+
+#[derive(Clone, Debug)]
+pub struct ChConfig {
+    pub url: String,
+    pub database: String,
+    pub user: String,
+    pub password: String,
+    /// `CLICKHOUSE_VALIDATION`: `auto` (default), `on`, `off`.
+    pub validation: Option<bool>,
+    /// `CLICKHOUSE_COMPRESSION`: `auto` (default), `lz4`, `none`.
+    pub lz4: Option<bool>,
+}
+
+impl ChConfig {
+    pub fn from_env() -> Result<Self, CommonError> {
+        let tri = |name: &str, on: &str, off: &str| -> Result<Option<bool>, CommonError> {
+            match config::string(name, "auto").to_ascii_lowercase().as_str() {
+                "auto" => Ok(None),
+                v if v == on => Ok(Some(true)),
+                v if v == off => Ok(Some(false)),
+                v => Err(CommonError::Config(format!(
+                    "{name}={v:?}: expected auto, {on} or {off}"
+                ))),
+            }
+        };
+        Ok(ChConfig {
+            url: config::string("CLICKHOUSE_URL", "http://127.0.0.1:18123"),
+            database: config::string("CLICKHOUSE_DB", "rivulet"),
+            user: config::string("CLICKHOUSE_USER", "default"),
+            password: config::optional("CLICKHOUSE_PASSWORD").unwrap_or_default(),
+            validation: tri("CLICKHOUSE_VALIDATION", "on", "off")?,
+            lz4: tri("CLICKHOUSE_COMPRESSION", "lz4", "none")?,
+        })
+    }
+
+    /// A client with the safest settings, no database selected (for `CREATE DATABASE`).
+    fn plain_client(&self) -> Client {
+        Client::default()
+            .with_url(&self.url)
+            .with_user(&self.user)
+            .with_password(&self.password)
+            .with_compression(Compression::None)
+            .with_validation(false)
+    }
+
+    /// A client with settings every server accepts (no validation, no compression),
+    /// made without any I/O: for services that must start while ClickHouse is down and
+    /// only run small queries (ingest's registry lookups).
+    pub fn connect_lazy(&self) -> Db {
+        Db {
+            client: self.plain_client().with_database(&self.database),
+            root: self.plain_client(),
+            database: self.database.clone(),
+            server_version: String::new(),
+        }
+    }
+
+    /// Connects, checks the server answers, and picks the settings that work with it.
+    pub async fn connect(&self) -> Result<Db, CommonError> {
+        let version: String = self
+            .plain_client()
+            .query("SELECT version()")
+            .fetch_one()
+            .await?;
+        let modern = server_is_modern(&version);
+        let client = self
+            .plain_client()
+            .with_database(&self.database)
+            .with_validation(self.validation.unwrap_or(modern))
+            .with_compression(if self.lz4.unwrap_or(modern) {
+                Compression::Lz4
+            } else {
+                Compression::None
+            });
+        Ok(Db {
+            client,
+            root: self.plain_client(),
+            database: self.database.clone(),
+            server_version: version,
+        })
+    }
+}
+
+/// A connected ClickHouse: `client` is bound to the Rivulet database.
+#[derive(Clone)]
+pub struct Db {
+    pub client: Client,
+    /// Without a database selected; used by migrations to create it.
+    pub root: Client,
+    pub database: String,
+    pub server_version: String,
+}
+
+/// Servers from 22.x on know the settings the crate's validation sends and its LZ4 framing.
+fn server_is_modern(version: &str) -> bool {
+    version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok())
+        .is_some_and(|major| major >= 22)
+}
+
+/// True when a ClickHouse error is the server's exception with one of these codes.
+pub fn is_server_error(err: &clickhouse::error::Error, codes: &[u32]) -> bool {
+    let text = err.to_string();
+    codes
+        .iter()
+        .any(|c| text.contains(&format!("Code: {c}.")) || text.contains(&format!("Code: {c},")))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn modern_detection() {
+        assert!(!super::server_is_modern("18.16.1"));
+        assert!(super::server_is_modern("24.8.4.13"));
+        assert!(!super::server_is_modern("garbage"));
+    }
+}

@@ -1,0 +1,36 @@
+//! Kafka settings shared by producer and consumers.
+
+use crate::config;
+use rdkafka::ClientConfig;
+
+pub const DEFAULT_TOPIC_RAW: &str = "events.raw";
+pub const DEFAULT_TOPIC_DLQ: &str = "events.dlq";
+
+pub fn brokers() -> String {
+    config::string("KAFKA_BROKERS", "127.0.0.1:19092")
+}
+
+pub fn topic_raw() -> String {
+    config::string("KAFKA_TOPIC_RAW", DEFAULT_TOPIC_RAW)
+}
+
+pub fn topic_dlq() -> String {
+    config::string("KAFKA_TOPIC_DLQ", DEFAULT_TOPIC_DLQ)
+}
+
+/// A client configuration with the brokers set and librdkafka's own logs quietened.
+pub fn base_config() -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", brokers())
+        .set("client.id", "rivulet")
+        .set("log_level", "4");
+    c
+}
+
+/// The partition key of an event: one visitor's events keep their order on one partition.
+pub fn message_key(site_id: u32, user_id: Option<&str>, ip: &str, user_agent: &str) -> String {
+    match user_id {
+        Some(u) => format!("{site_id}:u:{u}"),
+        None => format!("{site_id}:v:{ip}|{user_agent}"),
+    }
+}
