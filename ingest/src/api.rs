@@ -1,0 +1,140 @@
+//! The wire contract of ingest in one place: response bodies and the error enum, with
+//! each variant mapped to exactly one HTTP status (DESIGN.md's table).
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use rivulet_common::validate::ValidationErrors;
+use serde::Serialize;
+use serde_json::json;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum IngestError {
+    #[error("Invalid JSON body: {0}")]
+    InvalidJson(String),
+    #[error("Invalid payload")]
+    InvalidPayload(ValidationErrors),
+    #[error("Invalid API key")]
+    InvalidKey,
+    #[error("Site not found")]
+    SiteNotFound,
+    #[error("Rate limit exceeded. Maximum {0} requests per second per API key.")]
+    RateLimited(u32),
+    #[error("Request body too large: the limit is {0} bytes")]
+    TooLarge(usize),
+    #[error("Request body not received in time")]
+    BodyTimeout,
+    #[error("Unsupported Content-Encoding {0:?}: send identity or gzip")]
+    UnsupportedEncoding(String),
+    #[error("Method not allowed: use POST")]
+    MethodNotAllowed,
+    #[error("Not found")]
+    NoRoute,
+    /// A dependency (Kafka, or the key registry on a cache miss) is unavailable: retry.
+    #[error("Service temporarily unavailable: {0}. Retry later.")]
+    Unavailable(&'static str),
+}
+
+/// Seconds a client should wait before retrying a 503.
+pub const RETRY_AFTER_UNAVAILABLE: &str = "1";
+
+impl IngestError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            IngestError::InvalidJson(_) | IngestError::InvalidPayload(_) => StatusCode::BAD_REQUEST,
+            IngestError::InvalidKey => StatusCode::UNAUTHORIZED,
+            IngestError::SiteNotFound | IngestError::NoRoute => StatusCode::NOT_FOUND,
+            IngestError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            IngestError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            IngestError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            IngestError::UnsupportedEncoding(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            IngestError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            IngestError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The label used in logs and metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            IngestError::InvalidJson(_) => "invalid_json",
+            IngestError::InvalidPayload(_) => "invalid_payload",
+            IngestError::InvalidKey => "invalid_key",
+            IngestError::SiteNotFound => "site_not_found",
+            IngestError::RateLimited(_) => "rate_limited",
+            IngestError::TooLarge(_) => "too_large",
+            IngestError::BodyTimeout => "body_timeout",
+            IngestError::UnsupportedEncoding(_) => "unsupported_encoding",
+            IngestError::MethodNotAllowed => "method_not_allowed",
+            IngestError::NoRoute => "no_route",
+            IngestError::Unavailable(_) => "unavailable",
+        }
+    }
+
+    /// The error body of spec §2.3; `details` only for validation errors.
+    pub fn body(&self) -> serde_json::Value {
+        match self {
+            IngestError::InvalidPayload(details) => {
+                json!({"success": false, "error": self.to_string(), "details": details})
+            }
+            _ => json!({"success": false, "error": self.to_string()}),
+        }
+    }
+}
+
+impl IntoResponse for IngestError {
+    fn into_response(self) -> Response {
+        let mut resp = (self.status(), Json(self.body())).into_response();
+        let retry_after = match self {
+            IngestError::RateLimited(_) => Some("1"),
+            IngestError::Unavailable(_) => Some(RETRY_AFTER_UNAVAILABLE),
+            _ => None,
+        };
+        if let Some(secs) = retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static(secs));
+        }
+        if matches!(self, IngestError::MethodNotAllowed) {
+            resp.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        }
+        resp.extensions_mut().insert(ErrorReason(self.reason()));
+        resp
+    }
+}
+
+/// Carried on error responses so the metrics layer can count rejections by reason.
+#[derive(Clone, Copy)]
+pub struct ErrorReason(pub &'static str);
+
+/// `{"success":true}` (spec §2.2).
+pub fn success() -> Response {
+    Json(json!({"success": true})).into_response()
+}
+
+/// One entry of a batch answer, in the order of the request's events.
+#[derive(Debug, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum BatchItem {
+    Accepted {
+        event_id: String,
+    },
+    Invalid {
+        error: &'static str,
+        details: ValidationErrors,
+    },
+    /// Could not be made durable (Kafka unavailable); retry with the same event_id.
+    Failed {
+        event_id: String,
+        error: String,
+    },
+}
+
+#[derive(Debug, Serialize)]
+pub struct BatchResponse {
+    pub success: bool,
+    pub accepted: usize,
+    pub rejected: usize,
+    pub failed: usize,
+    pub results: Vec<BatchItem>,
+}

@@ -1,0 +1,373 @@
+//! API-key authentication through a cache chain (DESIGN.md, "Keys and sites"):
+//! in-process L1 (seconds) → Redis (minutes; negative answers briefly) → the ClickHouse
+//! registry on a miss, with one registry lookup per key at a time.
+//!
+//! Revocations arrive on a Redis channel and drop the L1 entry at once. An invalidation
+//! epoch guards the race where a lookup that read the registry *before* a revocation
+//! would otherwise cache the stale answer *after* it. If both Redis and the registry
+//! fail, a known key keeps working from its (expired) L1 entry.
+
+use crate::api::IngestError;
+use crate::redis_link::RedisLink;
+use futures::StreamExt;
+use redis::AsyncCommands;
+use rivulet_common::cache;
+use rivulet_common::keys::{ApiKey, KeyHash};
+use rivulet_common::registry::Registry;
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+const L1_MAX_ENTRIES: usize = 100_000;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeyInfo {
+    pub key_id: String,
+    pub site_id: u32,
+}
+
+#[derive(Clone, Copy)]
+pub struct AuthTtls {
+    pub l1: Duration,
+    pub redis_secs: u64,
+    pub negative_secs: u64,
+}
+
+struct Entry<V> {
+    value: V,
+    expires: Instant,
+}
+
+/// A small TTL map; stale entries are kept (bounded) as a fallback when every backend fails.
+struct L1<K, V>(RwLock<HashMap<K, Entry<V>>>);
+
+impl<K: Eq + Hash + Clone, V: Clone> L1<K, V> {
+    fn new() -> Self {
+        L1(RwLock::new(HashMap::new()))
+    }
+    /// `(value, fresh)`.
+    fn get(&self, k: &K) -> Option<(V, bool)> {
+        let map = self.0.read().expect("L1 lock");
+        map.get(k)
+            .map(|e| (e.value.clone(), e.expires > Instant::now()))
+    }
+    fn put(&self, k: K, value: V, ttl: Duration) {
+        let mut map = self.0.write().expect("L1 lock");
+        if map.len() >= L1_MAX_ENTRIES {
+            let now = Instant::now();
+            map.retain(|_, e| e.expires > now);
+            if map.len() >= L1_MAX_ENTRIES {
+                map.clear();
+            }
+        }
+        map.insert(
+            k,
+            Entry {
+                value,
+                expires: Instant::now() + ttl,
+            },
+        );
+    }
+    fn remove(&self, k: &K) {
+        self.0.write().expect("L1 lock").remove(k);
+    }
+    fn clear(&self) {
+        self.0.write().expect("L1 lock").clear();
+    }
+}
+
+pub struct Auth {
+    keys: L1<KeyHash, Option<KeyInfo>>,
+    sites: L1<u32, bool>,
+    inflight: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    epoch: AtomicU64,
+    redis: Arc<RedisLink>,
+    registry: Registry,
+    ttl: AuthTtls,
+}
+
+fn count(layer: &'static str, result: &'static str) {
+    metrics::counter!("ingest_key_cache_total", "layer" => layer, "result" => result).increment(1);
+}
+
+impl Auth {
+    pub fn new(redis: Arc<RedisLink>, registry: Registry, ttl: AuthTtls) -> Self {
+        Auth {
+            keys: L1::new(),
+            sites: L1::new(),
+            inflight: Mutex::new(HashMap::new()),
+            epoch: AtomicU64::new(0),
+            redis,
+            registry,
+            ttl,
+        }
+    }
+
+    /// 401 for a malformed, unknown or revoked key or a key of another site; 404 for an
+    /// unknown site (checked after the key); 503 when nothing can answer.
+    pub async fn authorize(
+        &self,
+        api_key: Option<&str>,
+        site_id: u32,
+    ) -> Result<KeyInfo, IngestError> {
+        let key = api_key
+            .and_then(ApiKey::parse)
+            .ok_or(IngestError::InvalidKey)?;
+        let info = self
+            .key(&key.hash())
+            .await?
+            .ok_or(IngestError::InvalidKey)?;
+        if !self.site_exists(site_id).await? {
+            return Err(IngestError::SiteNotFound);
+        }
+        if info.site_id != site_id {
+            return Err(IngestError::InvalidKey);
+        }
+        Ok(info)
+    }
+
+    async fn key(&self, hash: &KeyHash) -> Result<Option<KeyInfo>, IngestError> {
+        if let Some((v, true)) = self.keys.get(hash) {
+            count("l1", "hit");
+            return Ok(v);
+        }
+        count("l1", "miss");
+        let _guard = self.single_flight(format!("k{}", hash.0)).await;
+        if let Some((v, true)) = self.keys.get(hash) {
+            return Ok(v);
+        }
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let entry = cache::key_entry(hash);
+        if let Some(cached) = self.redis_get(&entry).await {
+            let v = decode_key(&cached);
+            if v.is_some() || cached == "-" {
+                count("redis", "hit");
+                self.cache_key_locally(hash, v.clone(), epoch);
+                return Ok(v);
+            }
+        }
+        count("redis", "miss");
+        let found = match self.registry.find_key_by_hash(hash).await {
+            Ok(rec) => rec.filter(|r| r.revoked == 0).map(|r| KeyInfo {
+                key_id: r.key_id,
+                site_id: r.site_id,
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "key registry lookup failed");
+                return match self.keys.get(hash) {
+                    Some((stale, _)) => Ok(stale),
+                    None => Err(IngestError::Unavailable("the key registry is unreachable")),
+                };
+            }
+        };
+        count("registry", if found.is_some() { "hit" } else { "miss" });
+        let (value, ttl) = match &found {
+            Some(k) => (format!("k:{}:{}", k.site_id, k.key_id), self.ttl.redis_secs),
+            None => ("-".to_string(), self.ttl.negative_secs),
+        };
+        if self.epoch.load(Ordering::SeqCst) == epoch {
+            self.redis_set(&entry, &value, ttl).await;
+        }
+        self.cache_key_locally(hash, found.clone(), epoch);
+        Ok(found)
+    }
+
+    fn cache_key_locally(&self, hash: &KeyHash, v: Option<KeyInfo>, epoch: u64) {
+        // An invalidation arrived while we looked: our answer may predate it.
+        if self.epoch.load(Ordering::SeqCst) != epoch {
+            return;
+        }
+        let ttl = if v.is_some() {
+            self.ttl.l1
+        } else {
+            self.ttl.l1.min(Duration::from_secs(self.ttl.negative_secs))
+        };
+        self.keys.put(hash.clone(), v, ttl);
+    }
+
+    async fn site_exists(&self, site_id: u32) -> Result<bool, IngestError> {
+        if let Some((v, true)) = self.sites.get(&site_id) {
+            return Ok(v);
+        }
+        let _guard = self.single_flight(format!("s{site_id}")).await;
+        if let Some((v, true)) = self.sites.get(&site_id) {
+            return Ok(v);
+        }
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let entry = cache::site_entry(site_id);
+        let exists = match self.redis_get(&entry).await.as_deref() {
+            Some("1") => true,
+            Some("0") => false,
+            _ => match self.registry.get_site(site_id).await {
+                Ok(site) => {
+                    let exists = site.is_some();
+                    if self.epoch.load(Ordering::SeqCst) == epoch {
+                        let ttl = if exists {
+                            self.ttl.redis_secs
+                        } else {
+                            self.ttl.negative_secs
+                        };
+                        self.redis_set(&entry, if exists { "1" } else { "0" }, ttl)
+                            .await;
+                    }
+                    exists
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "site registry lookup failed");
+                    return match self.sites.get(&site_id) {
+                        Some((stale, _)) => Ok(stale),
+                        None => Err(IngestError::Unavailable("the site registry is unreachable")),
+                    };
+                }
+            },
+        };
+        if self.epoch.load(Ordering::SeqCst) == epoch {
+            let ttl = if exists {
+                self.ttl.l1
+            } else {
+                self.ttl.l1.min(Duration::from_secs(self.ttl.negative_secs))
+            };
+            self.sites.put(site_id, exists, ttl);
+        }
+        Ok(exists)
+    }
+
+    /// Holds a per-key async lock so concurrent misses of one key make one lookup.
+    async fn single_flight(&self, id: String) -> InflightGuard<'_> {
+        let lock = {
+            let mut map = self.inflight.lock().expect("inflight lock");
+            map.entry(id.clone())
+                .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(())))
+                .clone()
+        };
+        let guard = lock.clone().lock_owned().await;
+        InflightGuard {
+            auth: self,
+            id,
+            _guard: guard,
+            lock,
+        }
+    }
+
+    async fn redis_get(&self, entry: &str) -> Option<String> {
+        let mut conn = self.redis.conn()?;
+        let r: Result<Option<String>, _> = conn.get(entry).await;
+        self.redis.record(&r);
+        r.ok().flatten()
+    }
+
+    async fn redis_set(&self, entry: &str, value: &str, ttl_secs: u64) {
+        if let Some(mut conn) = self.redis.conn() {
+            let r: Result<(), _> = conn.set_ex(entry, value, ttl_secs.max(1)).await;
+            self.redis.record(&r);
+        }
+    }
+
+    /// Applies one message of the invalidation channel.
+    pub fn invalidate(&self, message: &str) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if let Some(hash) = message.strip_prefix("key:") {
+            self.keys.remove(&KeyHash(hash.to_string()));
+        } else if let Some(site) = message.strip_prefix("site:").and_then(|s| s.parse().ok()) {
+            self.sites.remove(&site);
+        } else {
+            self.clear();
+        }
+    }
+
+    fn clear(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.keys.clear();
+        self.sites.clear();
+    }
+
+    /// Listens for revocations until the process ends; reconnects after Redis outages
+    /// and then forgets L1, since messages may have been missed meanwhile.
+    pub async fn listen_for_invalidations(self: Arc<Self>, redis_url: String) {
+        let mut delay = Duration::from_millis(200);
+        loop {
+            match self.subscribe_once(&redis_url).await {
+                Ok(()) => delay = Duration::from_millis(200),
+                Err(e) => tracing::warn!(error = %e, "invalidation subscription lost; retrying"),
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    async fn subscribe_once(&self, redis_url: &str) -> Result<(), redis::RedisError> {
+        let client = redis::Client::open(redis_url)?;
+        let mut pubsub = client.get_async_pubsub().await?;
+        pubsub.subscribe(cache::INVALIDATION_CHANNEL).await?;
+        self.clear();
+        tracing::info!(
+            channel = cache::INVALIDATION_CHANNEL,
+            "subscribed to key invalidations"
+        );
+        let mut stream = pubsub.on_message();
+        while let Some(msg) = stream.next().await {
+            if let Ok(payload) = msg.get_payload::<String>() {
+                self.invalidate(&payload);
+            }
+        }
+        Ok(())
+    }
+}
+
+struct InflightGuard<'a> {
+    auth: &'a Auth,
+    id: String,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Drop for InflightGuard<'_> {
+    fn drop(&mut self) {
+        let mut map = self.auth.inflight.lock().expect("inflight lock");
+        // Only the map and this guard hold it: nobody else waits, so forget the lock.
+        if Arc::strong_count(&self.lock) <= 3 {
+            map.remove(&self.id);
+        }
+    }
+}
+
+/// `k:<site_id>:<key_id>` → the key's info.
+fn decode_key(s: &str) -> Option<KeyInfo> {
+    let rest = s.strip_prefix("k:")?;
+    let (site, key_id) = rest.split_once(':')?;
+    Some(KeyInfo {
+        key_id: key_id.to_string(),
+        site_id: site.parse().ok()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_value_round_trip() {
+        assert_eq!(
+            decode_key("k:7:key_0011223344556677"),
+            Some(KeyInfo {
+                key_id: "key_0011223344556677".into(),
+                site_id: 7
+            })
+        );
+        assert_eq!(decode_key("-"), None);
+        assert_eq!(decode_key("k:x:y"), None);
+    }
+
+    #[test]
+    fn l1_fresh_and_stale() {
+        let l1: L1<u32, bool> = L1::new();
+        l1.put(1, true, Duration::from_secs(60));
+        l1.put(2, true, Duration::ZERO);
+        assert_eq!(l1.get(&1), Some((true, true)));
+        assert_eq!(l1.get(&2), Some((true, false)));
+        l1.remove(&1);
+        assert_eq!(l1.get(&1), None);
+    }
+}

@@ -1,0 +1,25 @@
+//! Benchmark baseline: an axum server that reads the same JSON body as /api/track,
+//! parses it and answers `{"success":true}` with no validation and no I/O. The ingest
+//! benchmark reports rivulet-ingest's throughput as a ratio of this one's.
+
+use axum::body::Bytes;
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+async fn track(body: Bytes) -> Json<Value> {
+    let parsed: Result<serde_json::Map<String, Value>, _> = serde_json::from_slice(&body);
+    Json(json!({"success": parsed.is_ok()}))
+}
+
+#[tokio::main]
+async fn main() {
+    let addr = std::env::var("BASELINE_ADDR").unwrap_or_else(|_| "127.0.0.1:3900".into());
+    let app = Router::new()
+        .route("/api/track", post(track))
+        .route("/api/track/batch", post(track));
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .expect("bind BASELINE_ADDR");
+    axum::serve(listener, app).await.expect("serve");
+}

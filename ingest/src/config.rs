@@ -1,0 +1,66 @@
+//! Ingest configuration, read once from the environment (see README, "Configuration").
+
+use crate::client_ip::TrustedProxies;
+use rivulet_common::{config, kafka, CommonError};
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct IngestConfig {
+    /// `INGEST_ADDR`, default `127.0.0.1:3000`.
+    pub addr: String,
+    /// `REDIS_URL`.
+    pub redis_url: String,
+    /// `KAFKA_BROKERS`, `KAFKA_TOPIC_RAW`.
+    pub kafka_brokers: String,
+    pub topic: String,
+    /// `RATE_LIMIT_PER_SECOND`, default 20 (the spec's cloud limit); 0 disables.
+    pub rate_limit_per_second: u32,
+    /// `KAFKA_ACK_TIMEOUT_MS`, default 5000: longest wait for the broker's ack before 503.
+    pub kafka_ack_timeout: Duration,
+    /// `KAFKA_LINGER_MS`, default 5.
+    pub kafka_linger_ms: u32,
+    /// `KAFKA_QUEUE_MAX_MESSAGES`, default 100000: producer queue; full → callers wait.
+    pub kafka_queue_max_messages: u32,
+    /// `MAX_BODY_BYTES`, default 65536: single event, before and after gzip decoding.
+    pub max_body_bytes: usize,
+    /// `MAX_BATCH_BYTES`, default 1048576; `MAX_BATCH_EVENTS`, default 500.
+    pub max_batch_bytes: usize,
+    pub max_batch_events: usize,
+    /// `REQUEST_BODY_TIMEOUT_MS`, default 10000: a client that does not finish its body in time gets 408.
+    pub body_timeout: Duration,
+    /// `TRUSTED_PROXIES`: comma-separated IPs/CIDRs whose X-Forwarded-For is believed.
+    pub trusted_proxies: TrustedProxies,
+    /// `KEY_CACHE_TTL_MS` (L1, default 5000), `KEY_CACHE_REDIS_TTL_SECS` (default 300),
+    /// `KEY_CACHE_NEGATIVE_TTL_SECS` (default 10).
+    pub l1_ttl: Duration,
+    pub redis_ttl_secs: u64,
+    pub negative_ttl_secs: u64,
+    /// `SHUTDOWN_DRAIN_MS`, default 0: time between readiness turning 503 and closing the listener.
+    pub shutdown_drain: Duration,
+}
+
+impl IngestConfig {
+    pub fn from_env() -> Result<Self, CommonError> {
+        let trusted = config::string("TRUSTED_PROXIES", "");
+        Ok(IngestConfig {
+            addr: config::string("INGEST_ADDR", "127.0.0.1:3000"),
+            redis_url: config::string("REDIS_URL", "redis://127.0.0.1:16379/"),
+            kafka_brokers: kafka::brokers(),
+            topic: kafka::topic_raw(),
+            rate_limit_per_second: config::parse("RATE_LIMIT_PER_SECOND", 20)?,
+            kafka_ack_timeout: config::millis("KAFKA_ACK_TIMEOUT_MS", 5000)?,
+            kafka_linger_ms: config::parse("KAFKA_LINGER_MS", 5)?,
+            kafka_queue_max_messages: config::parse("KAFKA_QUEUE_MAX_MESSAGES", 100_000)?,
+            max_body_bytes: config::parse("MAX_BODY_BYTES", 64 * 1024)?,
+            max_batch_bytes: config::parse("MAX_BATCH_BYTES", 1024 * 1024)?,
+            max_batch_events: config::parse("MAX_BATCH_EVENTS", 500)?,
+            body_timeout: config::millis("REQUEST_BODY_TIMEOUT_MS", 10_000)?,
+            trusted_proxies: TrustedProxies::parse(&trusted)
+                .map_err(|e| CommonError::Config(format!("TRUSTED_PROXIES={trusted:?}: {e}")))?,
+            l1_ttl: config::millis("KEY_CACHE_TTL_MS", 5000)?,
+            redis_ttl_secs: config::parse("KEY_CACHE_REDIS_TTL_SECS", 300)?,
+            negative_ttl_secs: config::parse("KEY_CACHE_NEGATIVE_TTL_SECS", 10)?,
+            shutdown_drain: config::millis("SHUTDOWN_DRAIN_MS", 0)?,
+        })
+    }
+}

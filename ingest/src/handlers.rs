@@ -1,0 +1,318 @@
+//! Request handlers: `POST /api/track`, `POST /api/track/batch`, health and metrics.
+
+use crate::api::{self, BatchItem, BatchResponse, IngestError};
+use crate::client_ip::client_ip;
+use crate::decode;
+use crate::state::AppState;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use rivulet_common::event::{RawEvent, TrackEvent, RAW_EVENT_VERSION};
+use rivulet_common::validate::{effective_timestamp, validate_event, ValidationErrors};
+use serde_json::{json, Map, Value};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use uuid::Uuid;
+
+/// Header-derived request context: who sent it and with what user agent.
+struct Origin {
+    peer: std::net::IpAddr,
+    forwarded_for: Option<String>,
+    user_agent: String,
+}
+
+impl Origin {
+    fn new(peer: SocketAddr, headers: &HeaderMap) -> Self {
+        let text = |h: header::HeaderName| {
+            headers
+                .get(h)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        Origin {
+            peer: peer.ip(),
+            forwarded_for: headers
+                .get("x-forwarded-for")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+            user_agent: text(header::USER_AGENT)
+                .map(|ua| ua.chars().take(512).collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+async fn read_object(
+    st: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Map<String, Value>, IngestError> {
+    let raw = decode::read_body(body, limit, st.cfg.body_timeout).await?;
+    let encoding = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok());
+    let bytes = decode::decode_content(encoding, raw, limit)?;
+    decode::parse_object(&bytes)
+}
+
+fn now_ms() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000_000
+}
+
+/// The Kafka message for a validated event: server-chosen id, times, IP and user agent.
+fn raw_event(
+    ev: TrackEvent,
+    key_id: &str,
+    origin: &Origin,
+    st: &AppState,
+    received_at: i64,
+) -> RawEvent {
+    let ip = match &ev.ip_address {
+        Some(ip) => ip.clone(),
+        None => client_ip(
+            origin.peer,
+            origin.forwarded_for.as_deref(),
+            &st.cfg.trusted_proxies,
+        )
+        .to_string(),
+    };
+    RawEvent {
+        v: RAW_EVENT_VERSION,
+        event_id: ev.event_id.unwrap_or_else(Uuid::now_v7),
+        site_id: ev.site_id,
+        key_id: key_id.to_string(),
+        event_type: ev
+            .event_type
+            .unwrap_or(rivulet_common::event::EventType::Pageview),
+        timestamp: effective_timestamp(ev.timestamp_ms, received_at),
+        received_at,
+        ip,
+        user_agent: ev.user_agent.unwrap_or_else(|| origin.user_agent.clone()),
+        event_name: ev.event_name,
+        properties: ev.properties,
+        pathname: ev.pathname,
+        hostname: ev.hostname,
+        querystring: ev.querystring,
+        page_title: ev.page_title,
+        referrer: ev.referrer,
+        user_id: ev.user_id,
+        language: ev.language,
+        screen_width: ev.screen_width,
+        screen_height: ev.screen_height,
+    }
+}
+
+async fn publish(st: &AppState, raw: &RawEvent) -> Result<(), String> {
+    let key = rivulet_common::kafka::message_key(
+        raw.site_id,
+        raw.user_id.as_deref(),
+        &raw.ip,
+        &raw.user_agent,
+    );
+    let payload = serde_json::to_vec(raw).map_err(|e| e.to_string())?;
+    st.sink
+        .publish(&key, &payload)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+pub async fn track(
+    State(st): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, IngestError> {
+    let obj = read_object(&st, &headers, body, st.cfg.max_body_bytes).await?;
+    let ev = validate_event(&obj).map_err(IngestError::InvalidPayload)?;
+    let key = st
+        .auth
+        .authorize(obj.get("api_key").and_then(Value::as_str), ev.site_id)
+        .await?;
+    if !st.limiter.allow(&key.key_id).await {
+        metrics::counter!("ingest_rate_limited_total").increment(1);
+        return Err(IngestError::RateLimited(st.limiter.limit()));
+    }
+    let raw = raw_event(ev, &key.key_id, &Origin::new(peer, &headers), &st, now_ms());
+    publish(&st, &raw).await.map_err(|e| {
+        tracing::warn!(error = %e, "event not acknowledged by Kafka");
+        IngestError::Unavailable("the event could not be stored")
+    })?;
+    metrics::counter!("ingest_events_accepted_total").increment(1);
+    Ok(api::success())
+}
+
+/// `{api_key, site_id, events:[…]}`: one rate-limit unit, each event validated on its
+/// own. 200 when every valid event is in Kafka; 503 (with per-event results) if any
+/// could not be stored, so the client retries those with the same event_id.
+pub async fn track_batch(
+    State(st): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, IngestError> {
+    let mut obj = read_object(&st, &headers, body, st.cfg.max_batch_bytes).await?;
+    let events = match obj.remove("events") {
+        Some(Value::Array(events)) if events.len() <= st.cfg.max_batch_events => events,
+        other => {
+            let msg = match other {
+                Some(Value::Array(_)) => format!(
+                    "events must hold at most {} events",
+                    st.cfg.max_batch_events
+                ),
+                _ => "events must be an array of event objects".to_string(),
+            };
+            let mut details = ValidationErrors::default();
+            details.field_errors.insert("events".into(), vec![msg]);
+            return Err(IngestError::InvalidPayload(details));
+        }
+    };
+    // The envelope carries site_id and api_key; validate it as an event of its own.
+    let envelope = validate_event(&envelope_fields(&obj)).map_err(IngestError::InvalidPayload)?;
+    let site_id = envelope.site_id;
+    let key = st
+        .auth
+        .authorize(obj.get("api_key").and_then(Value::as_str), site_id)
+        .await?;
+    if !st.limiter.allow(&key.key_id).await {
+        metrics::counter!("ingest_rate_limited_total").increment(1);
+        return Err(IngestError::RateLimited(st.limiter.limit()));
+    }
+    let origin = Origin::new(peer, &headers);
+    let received_at = now_ms();
+    let mut results: Vec<Option<BatchItem>> = Vec::with_capacity(events.len());
+    let mut pending = Vec::new();
+    for (i, item) in events.into_iter().enumerate() {
+        match batch_event(item, site_id) {
+            Ok(ev) => {
+                pending.push((i, raw_event(ev, &key.key_id, &origin, &st, received_at)));
+                results.push(None);
+            }
+            Err(details) => results.push(Some(BatchItem::Invalid {
+                error: "Invalid payload",
+                details,
+            })),
+        }
+    }
+    let outcomes =
+        futures::future::join_all(pending.iter().map(|(_, raw)| publish(&st, raw))).await;
+    let (mut accepted, mut failed) = (0, 0);
+    for ((i, raw), outcome) in pending.into_iter().zip(outcomes) {
+        let event_id = raw.event_id.to_string();
+        results[i] = Some(match outcome {
+            Ok(()) => {
+                accepted += 1;
+                BatchItem::Accepted { event_id }
+            }
+            Err(error) => {
+                failed += 1;
+                BatchItem::Failed { event_id, error }
+            }
+        });
+    }
+    let results: Vec<BatchItem> = results.into_iter().flatten().collect();
+    let rejected = results.len() - accepted - failed;
+    metrics::counter!("ingest_events_accepted_total").increment(accepted as u64);
+    let body = BatchResponse {
+        success: failed == 0,
+        accepted,
+        rejected,
+        failed,
+        results,
+    };
+    if failed > 0 {
+        let mut resp = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+        resp.headers_mut().insert(
+            header::RETRY_AFTER,
+            api::RETRY_AFTER_UNAVAILABLE.parse().expect("header"),
+        );
+        return Ok(resp);
+    }
+    Ok(Json(body).into_response())
+}
+
+fn envelope_fields(obj: &Map<String, Value>) -> Map<String, Value> {
+    let mut m = Map::new();
+    if let Some(site) = obj.get("site_id") {
+        m.insert("site_id".into(), site.clone());
+    }
+    m
+}
+
+/// One event of a batch: it inherits the envelope's site_id; its own, if any, must match.
+fn batch_event(item: Value, site_id: u32) -> Result<TrackEvent, ValidationErrors> {
+    let Value::Object(mut obj) = item else {
+        let mut e = ValidationErrors::default();
+        e.form_errors
+            .push("each event must be a JSON object".into());
+        return Err(e);
+    };
+    let own = obj.insert("site_id".into(), json!(site_id));
+    let ev = validate_event(&obj)?;
+    let matches = match own {
+        None | Some(Value::Null) => true,
+        Some(Value::Number(n)) => n.as_u64() == Some(u64::from(site_id)),
+        Some(Value::String(s)) => s == site_id.to_string(),
+        Some(_) => false,
+    };
+    if !matches {
+        let mut e = ValidationErrors::default();
+        e.field_errors.insert(
+            "site_id".into(),
+            vec!["an event's site_id must match the batch's site_id".into()],
+        );
+        return Err(e);
+    }
+    Ok(ev)
+}
+
+pub async fn liveness() -> &'static str {
+    "ok"
+}
+
+/// 200 when Kafka and Redis answer and no shutdown is under way; 503 otherwise.
+pub async fn readiness(State(st): State<AppState>) -> Response {
+    let shutting_down = st.shutting_down.load(Ordering::Relaxed);
+    let kafka = st.sink.is_ready();
+    let redis = st.redis.is_up();
+    let ready = kafka && redis && !shutting_down;
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(
+            json!({"ready": ready, "kafka": kafka, "redis": redis, "shutting_down": shutting_down}),
+        ),
+    )
+        .into_response()
+}
+
+pub async fn metrics(State(st): State<AppState>) -> Response {
+    metrics::gauge!("ingest_kafka_queue_depth").set(st.sink.queue_depth() as f64);
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        st.prometheus.render(),
+    )
+        .into_response()
+}
+
+pub async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("../openapi.json"),
+    )
+        .into_response()
+}
+
+pub async fn method_not_allowed() -> IngestError {
+    IngestError::MethodNotAllowed
+}
+
+pub async fn no_route() -> IngestError {
+    IngestError::NoRoute
+}

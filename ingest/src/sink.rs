@@ -1,0 +1,185 @@
+//! Where accepted events go: Kafka's `events.raw`. A 200 is only sent once the broker
+//! has acknowledged the message (idempotent producer, acks=all).
+//!
+//! Messages are enqueued without blocking and their acks awaited concurrently; a full
+//! producer queue makes the caller wait (backpressure) up to the ack timeout. A
+//! background probe tracks whether the broker answers, so that while Kafka is down
+//! requests fail fast with 503 instead of each waiting for the timeout, and recover by
+//! themselves when it returns.
+
+use futures::future::BoxFuture;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::util::Timeout;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::time::Instant;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    #[error("Kafka is unavailable")]
+    Unavailable,
+    #[error("Kafka did not acknowledge in time")]
+    Timeout,
+    #[error("Kafka rejected the message: {0}")]
+    Rejected(String),
+}
+
+/// A destination for events. Behind a trait so router tests can run without Kafka.
+pub trait EventSink: Send + Sync {
+    fn publish<'a>(
+        &'a self,
+        key: &'a str,
+        payload: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), SinkError>>;
+    fn is_ready(&self) -> bool;
+    fn queue_depth(&self) -> usize;
+    fn flush(&self, timeout: Duration);
+}
+
+pub struct KafkaSettings {
+    pub brokers: String,
+    pub topic: String,
+    pub ack_timeout: Duration,
+    pub linger_ms: u32,
+    pub queue_max_messages: u32,
+}
+
+pub struct KafkaSink {
+    producer: RwLock<Arc<FutureProducer>>,
+    settings: KafkaSettings,
+    up: AtomicBool,
+}
+
+impl KafkaSink {
+    pub fn new(settings: KafkaSettings) -> Result<Arc<Self>, KafkaError> {
+        let producer = build_producer(&settings)?;
+        Ok(Arc::new(KafkaSink {
+            producer: RwLock::new(Arc::new(producer)),
+            settings,
+            // Optimistic until the first probe: the producer itself times out if not.
+            up: AtomicBool::new(true),
+        }))
+    }
+
+    fn producer(&self) -> Arc<FutureProducer> {
+        self.producer.read().expect("producer lock").clone()
+    }
+
+    /// Probes the broker every second until the process ends; rebuilds the producer if
+    /// librdkafka reports a fatal error (it cannot be used after one).
+    pub async fn watch(self: Arc<Self>) {
+        loop {
+            let producer = self.producer();
+            if let Some((code, reason)) = producer.client().fatal_error() {
+                tracing::error!(?code, %reason, "Kafka producer hit a fatal error; rebuilding it");
+                match build_producer(&self.settings) {
+                    Ok(p) => *self.producer.write().expect("producer lock") = Arc::new(p),
+                    Err(e) => tracing::error!(error = %e, "could not rebuild the Kafka producer"),
+                }
+            }
+            let topic = self.settings.topic.clone();
+            let p = self.producer();
+            let ok = tokio::task::spawn_blocking(move || {
+                p.client()
+                    .fetch_metadata(Some(&topic), Timeout::After(Duration::from_millis(1500)))
+                    .map(|md| {
+                        md.topics()
+                            .iter()
+                            .any(|t| t.error().is_none() && !t.partitions().is_empty())
+                    })
+                    .unwrap_or(false)
+            })
+            .await
+            .unwrap_or(false);
+            if self.up.swap(ok, Ordering::Relaxed) != ok {
+                if ok {
+                    tracing::info!("Kafka is reachable again");
+                } else {
+                    tracing::warn!("Kafka is unreachable: answering 503 until it returns");
+                }
+            }
+            metrics::gauge!("ingest_kafka_up").set(if ok { 1.0 } else { 0.0 });
+            metrics::gauge!("ingest_kafka_queue_depth").set(self.queue_depth() as f64);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+fn build_producer(s: &KafkaSettings) -> Result<FutureProducer, KafkaError> {
+    let mut c = rivulet_common::kafka::base_config();
+    c.set("bootstrap.servers", &s.brokers)
+        .set("client.id", "rivulet-ingest")
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", s.linger_ms.to_string())
+        .set("compression.type", "lz4")
+        .set("message.timeout.ms", s.ack_timeout.as_millis().to_string())
+        .set(
+            "queue.buffering.max.messages",
+            s.queue_max_messages.to_string(),
+        )
+        .set("queue.buffering.max.kbytes", "262144")
+        .set("batch.num.messages", "10000")
+        .set("socket.keepalive.enable", "true")
+        .set("reconnect.backoff.max.ms", "1000");
+    c.create()
+}
+
+impl EventSink for KafkaSink {
+    fn publish<'a>(
+        &'a self,
+        key: &'a str,
+        payload: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(async move {
+            if !self.up.load(Ordering::Relaxed) {
+                return Err(SinkError::Unavailable);
+            }
+            let deadline = Instant::now() + self.settings.ack_timeout;
+            let producer = self.producer();
+            let mut record = FutureRecord::to(&self.settings.topic)
+                .key(key)
+                .payload(payload);
+            let delivery = loop {
+                match producer.send_result(record) {
+                    Ok(delivery) => break delivery,
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                        // Backpressure: wait for the queue to drain rather than grow memory.
+                        if Instant::now() >= deadline {
+                            return Err(SinkError::Timeout);
+                        }
+                        record = back;
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                    Err((e, _)) => return Err(SinkError::Rejected(e.to_string())),
+                }
+            };
+            // librdkafka fails the message itself at message.timeout.ms; the extra second
+            // only guards against a lost callback.
+            match tokio::time::timeout_at(deadline + Duration::from_secs(1), delivery).await {
+                Ok(Ok(Ok(_))) => Ok(()),
+                Ok(Ok(Err((e, _)))) => {
+                    tracing::warn!(error = %e, "Kafka delivery failed");
+                    Err(SinkError::Timeout)
+                }
+                Ok(Err(_)) | Err(_) => Err(SinkError::Timeout),
+            }
+        })
+    }
+
+    fn is_ready(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    fn queue_depth(&self) -> usize {
+        self.producer().in_flight_count().max(0) as usize
+    }
+
+    fn flush(&self, timeout: Duration) {
+        if let Err(e) = self.producer().flush(Timeout::After(timeout)) {
+            tracing::warn!(error = %e, "producer flush did not finish");
+        }
+    }
+}

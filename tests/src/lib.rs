@@ -1,0 +1,346 @@
+//! Support for the cross-service integration tests. They run against the real Redis,
+//! Kafka and ClickHouse that `scripts/stack up` starts (`scripts/test` does that first),
+//! and against the real service binaries, started as processes.
+//!
+//! Nothing here skips a test when a service is missing: it fails, saying what to start.
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use rivulet_common::ch::{ChConfig, Db};
+use rivulet_common::event::RawEvent;
+use rivulet_common::registry::Registry;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+use tokio::sync::OnceCell;
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// Loads `.stack/env` into this process's environment, once.
+pub fn load_stack_env() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let dir = std::env::var("RIVULET_STACK_DIR").map(PathBuf::from).unwrap_or_else(|_| repo_root().join(".stack"));
+        let path = dir.join("env");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!("cannot read {} ({e}): start the local stack with `scripts/stack up` (scripts/test does this)", path.display())
+        });
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+            if let Some((k, v)) = line.split_once('=') {
+                std::env::set_var(k.trim(), v.trim());
+            }
+        }
+    });
+}
+
+pub fn env(name: &str) -> String {
+    load_stack_env();
+    std::env::var(name).unwrap_or_default()
+}
+
+/// A connected, migrated ClickHouse (once per test binary).
+pub async fn db() -> Db {
+    static DB: OnceCell<Db> = OnceCell::const_new();
+    DB.get_or_init(|| async {
+        load_stack_env();
+        let db = ChConfig::from_env()
+            .unwrap()
+            .connect()
+            .await
+            .expect("ClickHouse is not reachable: run scripts/stack up");
+        rivulet_common::migrations::migrate(&db)
+            .await
+            .expect("migrations");
+        db
+    })
+    .await
+    .clone()
+}
+
+pub async fn registry() -> Registry {
+    Registry::new(db().await)
+}
+
+/// A fresh site and an API key for it: `(site_id, api_key)`.
+pub async fn site_with_key() -> (u32, String) {
+    let reg = registry().await;
+    let site = reg
+        .create_site(
+            &format!("t{}.example.com", uuid::Uuid::new_v4().simple()),
+            None,
+        )
+        .await
+        .unwrap();
+    let (key, _) = reg.create_key(site.site_id).await.unwrap();
+    (site.site_id, key.reveal().to_string())
+}
+
+/// Path of a workspace binary built by `cargo build` (scripts/test builds them first).
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let path = exe.parent().and_then(|p| p.parent()).unwrap().join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first (scripts/test does)",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running service process, killed when dropped. Its stdout/stderr go to a log file
+/// under `.stack/logs/tests/` so that tests can read them (e.g. to check no key is logged).
+pub struct Service {
+    pub child: Child,
+    pub url: String,
+    pub log: PathBuf,
+}
+
+impl Service {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    /// SIGTERM, then wait for exit; returns whether it exited cleanly in time.
+    pub fn terminate(&mut self, within: Duration) -> bool {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn log_file(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env("RIVULET_STACK_DIR")).join("logs/tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(format!("{name}-{}.log", uuid::Uuid::new_v4().simple()))
+}
+
+/// Starts `rivulet-ingest` on a free port with the stack's environment plus `extra`,
+/// and waits until it answers /_readiness.
+pub async fn start_ingest(extra: &[(&str, &str)]) -> Service {
+    load_stack_env();
+    let port = free_port();
+    let log = log_file("ingest");
+    let out = std::fs::File::create(&log).unwrap();
+    let mut cmd = Command::new(binary("rivulet-ingest"));
+    cmd.env("INGEST_ADDR", format!("127.0.0.1:{port}"))
+        .env("RATE_LIMIT_PER_SECOND", "0")
+        .env("RUST_LOG", "info")
+        .env("RIVULET_STDIN_LIFELINE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out));
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let svc = Service {
+        child: cmd.spawn().expect("spawn rivulet-ingest"),
+        url: format!("http://127.0.0.1:{port}"),
+        log,
+    };
+    wait_ready(&svc.url, Duration::from_secs(30)).await;
+    svc
+}
+
+pub async fn wait_ready(url: &str, within: Duration) {
+    let end = Instant::now() + within;
+    let client = http();
+    loop {
+        if let Ok(r) = client.get(format!("{url}/_readiness")).send().await {
+            if r.status().is_success() {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < end,
+            "{url} did not become ready within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+/// Reads `events.raw` from the offsets it had when created, to find what a test posted.
+pub struct RawTopicReader {
+    consumer: BaseConsumer,
+    seen: HashMap<String, (String, RawEvent)>,
+}
+
+impl RawTopicReader {
+    pub fn new() -> Self {
+        load_stack_env();
+        let consumer: BaseConsumer = rivulet_common::kafka::base_config()
+            .set("group.id", format!("test-{}", uuid::Uuid::new_v4()))
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        let topic = rivulet_common::kafka::topic_raw();
+        let md = consumer
+            .fetch_metadata(Some(&topic), Duration::from_secs(10))
+            .expect("Kafka metadata");
+        let mut tpl = TopicPartitionList::new();
+        for p in md.topics()[0].partitions() {
+            let (_, high) = consumer
+                .fetch_watermarks(&topic, p.id(), Duration::from_secs(10))
+                .unwrap();
+            tpl.add_partition_offset(&topic, p.id(), Offset::Offset(high))
+                .unwrap();
+        }
+        consumer.assign(&tpl).unwrap();
+        RawTopicReader {
+            consumer,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// The message key and event with this `event_id`, waiting up to `within`.
+    pub fn find(&mut self, event_id: &str, within: Duration) -> Option<(String, RawEvent)> {
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            if let Some(hit) = self.seen.get(event_id) {
+                return Some(hit.clone());
+            }
+            if let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(200)) {
+                let key = String::from_utf8_lossy(m.key().unwrap_or_default()).to_string();
+                if let Ok(ev) = serde_json::from_slice::<RawEvent>(m.payload().unwrap_or_default())
+                {
+                    self.seen.insert(ev.event_id.to_string(), (key, ev));
+                }
+            }
+        }
+        self.seen.get(event_id).cloned()
+    }
+
+    /// Every message that arrived within `within`, keyed by event id.
+    pub fn drain(&mut self, within: Duration) -> &HashMap<String, (String, RawEvent)> {
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            if let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(100)) {
+                let key = String::from_utf8_lossy(m.key().unwrap_or_default()).to_string();
+                if let Ok(ev) = serde_json::from_slice::<RawEvent>(m.payload().unwrap_or_default())
+                {
+                    self.seen.insert(ev.event_id.to_string(), (key, ev));
+                }
+            }
+        }
+        &self.seen
+    }
+}
+
+impl Default for RawTopicReader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Runs `scripts/stack <args>` (to stop or start a service in fault tests).
+pub fn stack(args: &[&str]) {
+    let status = Command::new(repo_root().join("scripts/stack"))
+        .args(args)
+        .status()
+        .expect("scripts/stack");
+    assert!(status.success(), "scripts/stack {args:?} failed");
+}
+
+/// The MaxMind test database beside the repository (`../shared/testdata/geo`).
+pub fn geo_test_db() -> PathBuf {
+    let p = repo_root()
+        .parent()
+        .unwrap()
+        .join("shared/testdata/geo/GeoLite2-City-Test.mmdb");
+    assert!(
+        p.exists(),
+        "{} is missing (shared/testdata beside the repository)",
+        p.display()
+    );
+    p
+}
+
+/// Starts `rivulet-enricher` with the stack's environment, the MaxMind test database, and
+/// `extra`; waits until it is ready.
+pub async fn start_enricher(extra: &[(&str, &str)]) -> Service {
+    load_stack_env();
+    let port = free_port();
+    let log = log_file("enricher");
+    let out = std::fs::File::create(&log).unwrap();
+    let mut cmd = Command::new(binary("rivulet-enricher"));
+    cmd.env("ENRICHER_ADDR", format!("127.0.0.1:{port}"))
+        .env("GEOIP_DB", geo_test_db())
+        .env("BATCH_MAX_AGE_MS", "200")
+        .env("RUST_LOG", "info")
+        .env("RIVULET_STDIN_LIFELINE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out));
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let svc = Service {
+        child: cmd.spawn().expect("spawn rivulet-enricher"),
+        url: format!("http://127.0.0.1:{port}"),
+        log,
+    };
+    wait_ready(&svc.url, Duration::from_secs(60)).await;
+    svc
+}
+
+/// Polls ClickHouse until `sql` (returning one UInt64) reaches `want`, or `within` passes;
+/// returns the last value.
+pub async fn wait_count(sql: &str, want: u64, within: Duration) -> u64 {
+    let db = db().await;
+    let end = Instant::now() + within;
+    let mut last = 0;
+    while Instant::now() < end {
+        if let Ok(n) = db.client.query(sql).fetch_one::<u64>().await {
+            last = n;
+            if n >= want {
+                return n;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    last
+}

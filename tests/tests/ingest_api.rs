@@ -1,0 +1,478 @@
+//! The wire contract of POST /api/track and /api/track/batch (DESIGN.md's table, the
+//! spec's limits), by real HTTP to a running rivulet-ingest on the real stack.
+
+use flate2::{write::GzEncoder, Compression};
+use rivulet_tests::*;
+use serde_json::{json, Value};
+use std::io::Write;
+use tokio::sync::OnceCell;
+
+struct Fixture {
+    ingest: Service,
+    site_id: u32,
+    key: String,
+}
+
+async fn fx() -> &'static Fixture {
+    static FX: OnceCell<Fixture> = OnceCell::const_new();
+    FX.get_or_init(|| async {
+        let (site_id, key) = site_with_key().await;
+        Fixture {
+            ingest: start_ingest(&[]).await,
+            site_id,
+            key,
+        }
+    })
+    .await
+}
+
+async fn post_raw(
+    path: &str,
+    body: Vec<u8>,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let f = fx().await;
+    let mut req = http()
+        .post(format!("{}{path}", f.ingest.url))
+        .header("content-type", "application/json")
+        .body(body);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp.json::<Value>().await.unwrap_or(Value::Null);
+    (status, headers, body)
+}
+
+async fn post(body: Value) -> (u16, Value) {
+    let (s, _, b) = post_raw("/api/track", serde_json::to_vec(&body).unwrap(), &[]).await;
+    (s, b)
+}
+
+async fn event(extra: Value) -> Value {
+    let f = fx().await;
+    let mut ev = json!({"api_key": f.key, "site_id": f.site_id.to_string()});
+    for (k, v) in extra.as_object().unwrap() {
+        ev[k] = v.clone();
+    }
+    ev
+}
+
+#[tokio::test]
+async fn accepted_pageview_is_200_success_true() {
+    let (status, body) =
+        post(event(json!({"pathname": "/", "hostname": "example.com"})).await).await;
+    assert_eq!((status, body), (200, json!({"success": true})));
+}
+
+#[tokio::test]
+async fn site_id_as_number_type_default_and_unknown_fields_ignored() {
+    let f = fx().await;
+    let (status, _) =
+        post(json!({"api_key": f.key, "site_id": f.site_id, "some_future_field": [1, {"x": 2}]}))
+            .await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn body_not_json_not_object_or_bad_utf8_is_400() {
+    for body in [
+        b"not json".to_vec(),
+        b"[1,2]".to_vec(),
+        b"\"x\"".to_vec(),
+        b"{\"a\":\"\xff\"}".to_vec(),
+        Vec::new(),
+    ] {
+        let (status, _, b) = post_raw("/api/track", body.clone(), &[]).await;
+        assert_eq!(status, 400, "{body:?}");
+        assert_eq!(b["success"], false);
+        assert!(
+            b["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("Invalid JSON body"),
+            "{b}"
+        );
+        assert!(b.get("details").is_none());
+    }
+}
+
+#[tokio::test]
+async fn schema_violation_is_400_with_field_errors() {
+    let f = fx().await;
+    let (status, b) = post(json!({"api_key": f.key, "type": "click", "screenWidth": "wide"})).await;
+    assert_eq!(status, 400);
+    assert_eq!(b["error"], "Invalid payload");
+    for field in ["site_id", "type", "screenWidth"] {
+        assert!(
+            b["details"]["fieldErrors"][field].is_array(),
+            "{field}: {b}"
+        );
+    }
+    assert!(b["details"]["formErrors"].is_array());
+}
+
+#[tokio::test]
+async fn custom_event_without_event_name_is_a_form_error() {
+    let (status, b) = post(event(json!({"type": "custom_event"})).await).await;
+    assert_eq!(status, 400);
+    let form = b["details"]["formErrors"].as_array().unwrap();
+    assert!(
+        form.iter()
+            .any(|m| m.as_str().unwrap().contains("require event_name")),
+        "{b}"
+    );
+    let (status, _) =
+        post(event(json!({"type": "custom_event", "event_name": "signup"})).await).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn properties_not_valid_json_is_a_field_error() {
+    let (status, b) = post(
+        event(json!({"type": "custom_event", "event_name": "e", "properties": "{oops"})).await,
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(b["details"]["fieldErrors"]["properties"][0]
+        .as_str()
+        .unwrap()
+        .contains("valid JSON"));
+}
+
+#[tokio::test]
+async fn every_field_limit_at_and_one_over() {
+    for (field, max) in rivulet_common::validate::LIMITS {
+        let at = if *field == "properties" {
+            format!("\"{}\"", "a".repeat(max - 2))
+        } else {
+            "a".repeat(*max)
+        };
+        let over = if *field == "properties" {
+            format!("\"{}\"", "a".repeat(max - 1))
+        } else {
+            "a".repeat(max + 1)
+        };
+        let base = json!({"type": "custom_event", "event_name": "limit-test"});
+        let mut ok = event(base.clone()).await;
+        ok[*field] = json!(at);
+        let (status, b) = post(ok).await;
+        assert_eq!(status, 200, "{field} at its limit of {max}: {b}");
+        let mut bad = event(base).await;
+        bad[*field] = json!(over);
+        let (status, b) = post(bad).await;
+        assert_eq!(status, 400, "{field} one over its limit");
+        assert!(
+            b["details"]["fieldErrors"][*field].is_array(),
+            "{field}: {b}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn invalid_api_key_is_401() {
+    let f = fx().await;
+    let (other_site, other_key) = site_with_key().await;
+    let unknown = format!("rb_{}", "0".repeat(32));
+    let upper = f.key.to_uppercase();
+    let spaced = format!(" {}", f.key);
+    let cases: Vec<Value> = vec![
+        json!({"site_id": f.site_id}),
+        json!({"api_key": 42, "site_id": f.site_id}),
+        json!({"api_key": "rb_short", "site_id": f.site_id}),
+        json!({"api_key": unknown, "site_id": f.site_id}),
+        json!({"api_key": upper, "site_id": f.site_id}),
+        json!({"api_key": spaced, "site_id": f.site_id}),
+        // a valid key of another (existing) site
+        json!({"api_key": other_key, "site_id": f.site_id}),
+    ];
+    for c in cases {
+        let (status, b) = post(c.clone()).await;
+        assert_eq!(
+            (status, b),
+            (401, json!({"success": false, "error": "Invalid API key"})),
+            "{c}"
+        );
+    }
+    let (status, _) = post(json!({"api_key": other_key, "site_id": other_site})).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn revoked_key_is_401() {
+    let (site, key) = site_with_key().await;
+    let (status, _) = post(json!({"api_key": key, "site_id": site})).await;
+    assert_eq!(status, 200);
+    let status = std::process::Command::new(binary("rivulet-admin"))
+        .args(["keys", "revoke", &key])
+        .output()
+        .unwrap()
+        .status;
+    assert!(status.success());
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let (status, b) = post(json!({"api_key": key, "site_id": site})).await;
+    assert_eq!(
+        (status, b["error"].as_str()),
+        (401, Some("Invalid API key"))
+    );
+}
+
+#[tokio::test]
+async fn unknown_site_is_404_after_a_valid_key() {
+    let f = fx().await;
+    let (status, b) = post(json!({"api_key": f.key, "site_id": 4_000_000_000u32})).await;
+    assert_eq!(
+        (status, b),
+        (404, json!({"success": false, "error": "Site not found"}))
+    );
+    // An invalid key is rejected before the site is looked at.
+    let (status, _) =
+        post(json!({"api_key": format!("rb_{}", "1".repeat(32)), "site_id": 4_000_000_000u32}))
+            .await;
+    assert_eq!(status, 401);
+}
+
+#[tokio::test]
+async fn too_large_is_413_also_after_gzip() {
+    let big = event(json!({"pathname": "/", "padding": "x".repeat(70_000)})).await;
+    let (status, _, b) = post_raw("/api/track", serde_json::to_vec(&big).unwrap(), &[]).await;
+    assert_eq!(status, 413);
+    assert_eq!(b["success"], false);
+    let mut enc = GzEncoder::new(Vec::new(), Compression::best());
+    enc.write_all(&serde_json::to_vec(&big).unwrap()).unwrap();
+    let gz = enc.finish().unwrap();
+    assert!(gz.len() < 65536);
+    let (status, _, _) = post_raw("/api/track", gz, &[("content-encoding", "gzip")]).await;
+    assert_eq!(status, 413);
+}
+
+#[tokio::test]
+async fn gzip_body_is_accepted() {
+    let ev = event(json!({"pathname": "/gz"})).await;
+    let mut enc = GzEncoder::new(Vec::new(), Compression::default());
+    enc.write_all(&serde_json::to_vec(&ev).unwrap()).unwrap();
+    let (status, _, b) = post_raw(
+        "/api/track",
+        enc.finish().unwrap(),
+        &[("content-encoding", "gzip")],
+    )
+    .await;
+    assert_eq!((status, b), (200, json!({"success": true})));
+    let (status, _, _) =
+        post_raw("/api/track", b"{}".to_vec(), &[("content-encoding", "br")]).await;
+    assert_eq!(status, 415);
+}
+
+#[tokio::test]
+async fn wrong_method_is_405() {
+    let f = fx().await;
+    for path in ["/api/track", "/api/track/batch"] {
+        let resp = http()
+            .get(format!("{}{path}", f.ingest.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 405);
+        assert_eq!(resp.headers()["allow"], "POST");
+        let b: Value = resp.json().await.unwrap();
+        assert_eq!(b["success"], false);
+    }
+}
+
+#[tokio::test]
+async fn rate_limit_is_429_with_retry_after_and_the_configured_number() {
+    let (site, key) = site_with_key().await;
+    let limited = start_ingest(&[("RATE_LIMIT_PER_SECOND", "5")]).await;
+    let client = http();
+    // Start at the beginning of a second so that all requests fall in one window.
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_millis();
+    tokio::time::sleep(std::time::Duration::from_millis(u64::from(1000 - ms) + 20)).await;
+    let reqs = (0..12).map(|_| {
+        client
+            .post(format!("{}/api/track", limited.url))
+            .json(&json!({"api_key": key, "site_id": site}))
+            .send()
+    });
+    let resps = futures::future::join_all(reqs).await;
+    let mut ok = 0;
+    let mut limited_count = 0;
+    for r in resps {
+        let r = r.unwrap();
+        match r.status().as_u16() {
+            200 => ok += 1,
+            429 => {
+                limited_count += 1;
+                assert_eq!(r.headers()["retry-after"], "1");
+                let b: Value = r.json().await.unwrap();
+                assert_eq!(
+                    b,
+                    json!({"success": false, "error": "Rate limit exceeded. Maximum 5 requests per second per API key."})
+                );
+            }
+            s => panic!("unexpected {s}"),
+        }
+    }
+    assert_eq!((ok, limited_count), (5, 7));
+}
+
+#[tokio::test]
+async fn batch_reports_each_event() {
+    let f = fx().await;
+    let id = uuid::Uuid::new_v4().to_string();
+    let body = json!({"api_key": f.key, "site_id": f.site_id, "events": [
+        {"pathname": "/a", "event_id": id},
+        {"type": "custom_event"},
+        "not an object",
+        {"type": "custom_event", "event_name": "buy", "properties": "{\"sku\":\"x\"}"},
+        {"site_id": 999, "pathname": "/other-site"}
+    ]});
+    let (status, _, b) =
+        post_raw("/api/track/batch", serde_json::to_vec(&body).unwrap(), &[]).await;
+    assert_eq!(status, 200, "{b}");
+    assert_eq!(
+        (
+            b["accepted"].as_u64(),
+            b["rejected"].as_u64(),
+            b["failed"].as_u64()
+        ),
+        (Some(2), Some(3), Some(0))
+    );
+    let r = b["results"].as_array().unwrap();
+    assert_eq!(r[0], json!({"status": "accepted", "event_id": id}));
+    assert_eq!(r[1]["status"], "invalid");
+    assert!(r[1]["details"]["formErrors"][0]
+        .as_str()
+        .unwrap()
+        .contains("event_name"));
+    assert_eq!(r[2]["status"], "invalid");
+    assert_eq!(r[3]["status"], "accepted");
+    assert!(r[4]["details"]["fieldErrors"]["site_id"].is_array());
+
+    let too_many = json!({"api_key": f.key, "site_id": f.site_id, "events": vec![json!({}); 501]});
+    let (status, _, b) = post_raw(
+        "/api/track/batch",
+        serde_json::to_vec(&too_many).unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(b["details"]["fieldErrors"]["events"].is_array());
+    let (status, _, _) = post_raw(
+        "/api/track/batch",
+        serde_json::to_vec(&json!({"api_key": "rb_x", "site_id": 1, "events": []})).unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(status, 401);
+}
+
+#[tokio::test]
+async fn responses_match_the_openapi_document() {
+    let f = fx().await;
+    let doc: Value = http()
+        .get(format!("{}/api/openapi.json", f.ingest.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        doc["openapi"].as_str().map(|v| v.starts_with("3.")),
+        Some(true)
+    );
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "/api/track",
+            serde_json::to_vec(&event(json!({})).await).unwrap(),
+        ),
+        ("/api/track", b"nope".to_vec()),
+        (
+            "/api/track",
+            serde_json::to_vec(&event(json!({"type": "custom_event"})).await).unwrap(),
+        ),
+        (
+            "/api/track",
+            serde_json::to_vec(&json!({"api_key": "rb_x", "site_id": 1})).unwrap(),
+        ),
+        (
+            "/api/track",
+            serde_json::to_vec(&json!({"api_key": f.key, "site_id": 4_000_000_000u32})).unwrap(),
+        ),
+        ("/api/track", vec![b' '; 70_000]),
+        (
+            "/api/track/batch",
+            serde_json::to_vec(
+                &json!({"api_key": f.key, "site_id": f.site_id, "events": [{}, {"type": 1}]}),
+            )
+            .unwrap(),
+        ),
+    ];
+    let mut statuses = Vec::new();
+    for (path, body) in cases {
+        let (status, _, b) = post_raw(path, body, &[]).await;
+        let op = &doc["paths"][path]["post"]["responses"][status.to_string()];
+        assert!(op.is_object(), "{path} {status} is not documented");
+        let schema = &op["content"]["application/json"]["schema"];
+        if let Err(e) = check_schema(&doc, schema, &b) {
+            panic!("{path} {status}: body {b} does not match the OpenAPI schema: {e}");
+        }
+        statuses.push(status);
+    }
+    assert_eq!(statuses, vec![200, 400, 400, 401, 404, 413, 200]);
+}
+
+/// A small validator for the subset of JSON Schema the document uses.
+fn check_schema(doc: &Value, schema: &Value, v: &Value) -> Result<(), String> {
+    if let Some(r) = schema["$ref"].as_str() {
+        let name = r.rsplit('/').next().unwrap();
+        return check_schema(doc, &doc["components"]["schemas"][name], v);
+    }
+    if let Some(alts) = schema["oneOf"].as_array() {
+        return alts
+            .iter()
+            .any(|s| check_schema(doc, s, v).is_ok())
+            .then_some(())
+            .ok_or("no oneOf matched".into());
+    }
+    let ok = match schema["type"].as_str() {
+        Some("object") => v.is_object(),
+        Some("array") => v.is_array(),
+        Some("string") => v.is_string(),
+        Some("boolean") => v.is_boolean(),
+        Some("integer") => v.is_i64() || v.is_u64(),
+        Some("number") => v.is_number(),
+        _ => true,
+    };
+    if !ok {
+        return Err(format!("{v} is not of type {}", schema["type"]));
+    }
+    if let Some(e) = schema["enum"].as_array() {
+        if !e.contains(v) {
+            return Err(format!("{v} not in {e:?}"));
+        }
+    }
+    for req in schema["required"].as_array().into_iter().flatten() {
+        if v.get(req.as_str().unwrap()).is_none() {
+            return Err(format!("missing required {req}"));
+        }
+    }
+    if let (Some(props), Some(obj)) = (schema["properties"].as_object(), v.as_object()) {
+        for (k, s) in props {
+            if let Some(val) = obj.get(k) {
+                check_schema(doc, s, val).map_err(|e| format!("{k}: {e}"))?;
+            }
+        }
+    }
+    if let (Some(items), Some(arr)) = (schema.get("items"), v.as_array()) {
+        for item in arr {
+            check_schema(doc, items, item)?;
+        }
+    }
+    Ok(())
+}

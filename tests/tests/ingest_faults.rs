@@ -1,0 +1,176 @@
+//! Ingest under dependency failures, on the real stack: Kafka stopped → 503 and never
+//! a 200, then 200 again without a restart; Redis stopped → cached keys keep working
+//! and the rate limiter fails open (and says so). Tests here stop shared services, so
+//! they hold one lock and restore what they stopped.
+
+use rivulet_tests::*;
+use serde_json::json;
+use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
+
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+/// Restarts a stopped service even when the test fails.
+struct Restore(&'static str);
+impl Drop for Restore {
+    fn drop(&mut self) {
+        stack(&["start", self.0]);
+    }
+}
+
+#[tokio::test]
+async fn kafka_down_gives_503_never_200_and_recovers_without_restart() {
+    let _serial = SERIAL.lock().await;
+    let (site, key) = site_with_key().await;
+    let ingest = start_ingest(&[("KAFKA_ACK_TIMEOUT_MS", "5000")]).await;
+    let client = http();
+    let body = json!({"api_key": key, "site_id": site});
+    let url = format!("{}/api/track", ingest.url);
+    assert_eq!(
+        client.post(&url).json(&body).send().await.unwrap().status(),
+        200
+    );
+
+    let restore = Restore("kafka");
+    stack(&["stop", "kafka"]);
+    let outage = Instant::now();
+    let mut n = 0;
+    while outage.elapsed() < Duration::from_secs(8) {
+        let t = Instant::now();
+        let r = client.post(&url).json(&body).send().await.unwrap();
+        assert_eq!(
+            r.status(),
+            503,
+            "an event that cannot reach Kafka must not get 200"
+        );
+        assert!(r.headers().contains_key("retry-after"));
+        assert!(
+            t.elapsed() <= Duration::from_millis(6500),
+            "503 within the ack timeout, took {:?}",
+            t.elapsed()
+        );
+        n += 1;
+    }
+    assert!(n >= 2);
+    let readiness = client
+        .get(format!("{}/_readiness", ingest.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(readiness.status(), 503);
+
+    drop(restore); // starts Kafka again
+    let back = Instant::now();
+    loop {
+        let st = client
+            .post(&url)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16();
+        if st == 200 {
+            break;
+        }
+        assert_eq!(st, 503);
+        assert!(
+            back.elapsed() < Duration::from_secs(60),
+            "ingest did not recover after Kafka returned"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    wait_ready(&ingest.url, Duration::from_secs(10)).await;
+}
+
+#[tokio::test]
+async fn redis_down_keeps_cached_keys_working_and_fails_open() {
+    let _serial = SERIAL.lock().await;
+    let (site, key) = site_with_key().await;
+    let ingest = start_ingest(&[("RATE_LIMIT_PER_SECOND", "1000")]).await;
+    let client = http();
+    let body = json!({"api_key": key, "site_id": site});
+    let url = format!("{}/api/track", ingest.url);
+    assert_eq!(
+        client.post(&url).json(&body).send().await.unwrap().status(),
+        200
+    );
+
+    let restore = Restore("redis");
+    stack(&["stop", "redis"]);
+    let start = Instant::now();
+    // Longer than the L1 TTL (5 s): after it, the registry in ClickHouse answers.
+    while start.elapsed() < Duration::from_secs(7) {
+        let t = Instant::now();
+        let st = client.post(&url).json(&body).send().await.unwrap().status();
+        assert_eq!(st, 200);
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "a down Redis must not stall requests"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let metrics = client
+        .get(format!("{}/metrics", ingest.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let fail_open = metrics
+        .lines()
+        .find(|l| l.starts_with("ingest_rate_limit_fail_open_total"))
+        .expect("fail-open counter");
+    assert!(
+        fail_open
+            .split_whitespace()
+            .last()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+            > 0.0
+    );
+    assert!(metrics.contains("ingest_redis_up 0"));
+    assert_eq!(
+        client
+            .get(format!("{}/_readiness", ingest.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        503
+    );
+    assert!(ingest.logs().contains("Redis is unreachable"));
+
+    drop(restore);
+    wait_ready(&ingest.url, Duration::from_secs(15)).await;
+    assert_eq!(
+        client.post(&url).json(&body).send().await.unwrap().status(),
+        200
+    );
+}
+
+#[tokio::test]
+async fn sigterm_finishes_in_flight_requests_and_exits_cleanly() {
+    let _serial = SERIAL.lock().await;
+    let (site, key) = site_with_key().await;
+    let mut ingest = start_ingest(&[]).await;
+    let client = http();
+    let url = format!("{}/api/track", ingest.url);
+    let body = json!({"api_key": key, "site_id": site});
+    let inflight: Vec<_> = (0..50)
+        .map(|_| client.post(&url).json(&body).send())
+        .collect();
+    let all = tokio::spawn(futures::future::join_all(inflight));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(
+        ingest.terminate(Duration::from_secs(15)),
+        "ingest did not exit 0 after SIGTERM"
+    );
+    // Each request either completed with 200, or was never accepted (connection refused).
+    let answered: Vec<_> = all.await.unwrap().into_iter().flatten().collect();
+    assert!(!answered.is_empty());
+    assert!(answered.iter().all(|r| r.status() == 200));
+    assert!(ingest.logs().contains("shutdown complete"));
+}
