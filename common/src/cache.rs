@@ -27,3 +27,25 @@ pub fn site_invalidation(site_id: u32) -> String {
 pub fn rate_limit_counter(key_id: &str, epoch_second: u64) -> String {
     format!("rivulet:rl:{key_id}:{epoch_second}")
 }
+
+/// Counter from which site ids are allocated.
+pub const SITE_ID_SEQUENCE: &str = "rivulet:site_id_seq";
+
+/// Raises the counter to at least `floor` (the registry's current maximum, in case Redis
+/// lost the counter) and increments it, atomically: concurrent creators get distinct ids.
+const NEXT_SITE_ID: &str = r"
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local floor = tonumber(ARGV[1])
+if cur < floor then redis.call('SET', KEYS[1], floor) end
+return redis.call('INCR', KEYS[1])";
+
+pub async fn next_site_id<C: redis::aio::ConnectionLike>(
+    conn: &mut C,
+    floor: u32,
+) -> redis::RedisResult<u32> {
+    redis::Script::new(NEXT_SITE_ID)
+        .key(SITE_ID_SEQUENCE)
+        .arg(floor)
+        .invoke_async(conn)
+        .await
+}

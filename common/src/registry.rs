@@ -77,9 +77,14 @@ impl Registry {
         &self.db
     }
 
-    /// Site ids are allocated as max + 1. Admin operations are rare and made by one
-    /// operator at a time; concurrent creation from several processes is not supported.
-    pub async fn create_site(&self, domain: &str, name: Option<&str>) -> Result<Site, CommonError> {
+    /// Registers a site under a new id. Ids come from a Redis counter (floored at the
+    /// registry's maximum), so concurrent creators never get the same one.
+    pub async fn create_site<C: redis::aio::ConnectionLike>(
+        &self,
+        redis: &mut C,
+        domain: &str,
+        name: Option<&str>,
+    ) -> Result<Site, CommonError> {
         let domain = validate_domain(domain)?;
         let name = name
             .map(str::trim)
@@ -97,8 +102,9 @@ impl Registry {
             .query("SELECT max(site_id) FROM sites")
             .fetch_one()
             .await?;
+        let site_id = crate::cache::next_site_id(redis, max).await?;
         let site = Site {
-            site_id: max + 1,
+            site_id,
             domain,
             name,
             created_at: now_secs(),

@@ -46,23 +46,25 @@ pub fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_default()
 }
 
-/// A connected, migrated ClickHouse (once per test binary).
+/// A connected ClickHouse with the schema migrated (migrations run once per test binary).
+/// A new client each call: tests run on separate tokio runtimes, and a client's
+/// connection pool does not outlive the runtime that made it.
 pub async fn db() -> Db {
-    static DB: OnceCell<Db> = OnceCell::const_new();
-    DB.get_or_init(|| async {
-        load_stack_env();
-        let db = ChConfig::from_env()
-            .unwrap()
-            .connect()
-            .await
-            .expect("ClickHouse is not reachable: run scripts/stack up");
-        rivulet_common::migrations::migrate(&db)
-            .await
-            .expect("migrations");
-        db
-    })
-    .await
-    .clone()
+    static MIGRATED: OnceCell<()> = OnceCell::const_new();
+    load_stack_env();
+    let db = ChConfig::from_env()
+        .unwrap()
+        .connect()
+        .await
+        .expect("ClickHouse is not reachable: run scripts/stack up");
+    MIGRATED
+        .get_or_init(|| async {
+            rivulet_common::migrations::migrate(&db)
+                .await
+                .expect("migrations");
+        })
+        .await;
+    db
 }
 
 pub async fn registry() -> Registry {
@@ -72,8 +74,14 @@ pub async fn registry() -> Registry {
 /// A fresh site and an API key for it: `(site_id, api_key)`.
 pub async fn site_with_key() -> (u32, String) {
     let reg = registry().await;
+    let mut redis = redis::Client::open(env("REDIS_URL"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
     let site = reg
         .create_site(
+            &mut redis,
             &format!("t{}.example.com", uuid::Uuid::new_v4().simple()),
             None,
         )
@@ -140,7 +148,17 @@ impl Service {
 }
 
 impl Drop for Service {
+    /// Closing stdin (the lifeline) asks for a graceful shutdown, so a consumer leaves
+    /// its group at once instead of holding partitions until its session times out.
     fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let end = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -325,6 +343,33 @@ pub async fn start_enricher(extra: &[(&str, &str)]) -> Service {
     };
     wait_ready(&svc.url, Duration::from_secs(60)).await;
     svc
+}
+
+/// Waits until the enricher holds partitions and the group has been stable for a second.
+pub async fn wait_assigned(enricher: &Service) {
+    let end = Instant::now() + Duration::from_secs(60);
+    let mut stable_since: Option<(u64, Instant)> = None;
+    loop {
+        let body: serde_json::Value = http()
+            .get(format!("{}/_readiness", enricher.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let n = body["assigned_partitions"].as_u64().unwrap_or(0);
+        match stable_since {
+            Some((m, t)) if m == n && n > 0 && t.elapsed() >= Duration::from_secs(1) => return,
+            Some((m, _)) if m == n => {}
+            _ => stable_since = Some((n, Instant::now())),
+        }
+        assert!(
+            Instant::now() < end,
+            "the enricher got no partitions within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Polls ClickHouse until `sql` (returning one UInt64) reaches `want`, or `within` passes;

@@ -11,6 +11,27 @@ const CHROME_WIN: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/
 const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1";
 const GOOGLEBOT: &str = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
 
+/// One ingest and one enricher for all tests here: several enrichers joining one group
+/// at once would rebalance partitions (and so reset session state) mid-test.
+struct Fixture {
+    ingest: Service,
+    _enricher: Service,
+}
+
+async fn fx() -> &'static Fixture {
+    static FX: tokio::sync::OnceCell<Fixture> = tokio::sync::OnceCell::const_new();
+    FX.get_or_init(|| async {
+        let ingest = start_ingest(&[]).await;
+        let enricher = start_enricher(&[]).await;
+        wait_assigned(&enricher).await;
+        Fixture {
+            ingest,
+            _enricher: enricher,
+        }
+    })
+    .await
+}
+
 #[derive(Debug, Row, Deserialize)]
 struct Stored {
     #[serde(with = "clickhouse::serde::uuid")]
@@ -65,8 +86,7 @@ async fn fetch(event_id: &str) -> Stored {
 #[tokio::test]
 async fn events_arrive_enriched_in_clickhouse() {
     let (site, key) = site_with_key().await;
-    let ingest = start_ingest(&[]).await;
-    let _enricher = start_enricher(&[]).await;
+    let ingest = &fx().await.ingest;
     let client = http();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -164,8 +184,7 @@ async fn events_arrive_enriched_in_clickhouse() {
 #[tokio::test]
 async fn one_visitor_one_session_and_a_new_one_after_30_minutes() {
     let (site, key) = site_with_key().await;
-    let ingest = start_ingest(&[]).await;
-    let _enricher = start_enricher(&[]).await;
+    let ingest = &fx().await.ingest;
     let client = http();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -210,8 +229,7 @@ async fn poison_messages_go_to_the_dlq_and_the_consumer_moves_on() {
     use rdkafka::message::{Headers, Message};
     use rdkafka::producer::{FutureProducer, FutureRecord};
     let (site, key) = site_with_key().await;
-    let ingest = start_ingest(&[]).await;
-    let _enricher = start_enricher(&[]).await;
+    let ingest = &fx().await.ingest;
     load_stack_env();
     let dlq_topic = rivulet_common::kafka::topic_dlq();
     let reader: BaseConsumer = rivulet_common::kafka::base_config()

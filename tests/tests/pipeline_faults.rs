@@ -84,7 +84,8 @@ async fn kill_9_one_of_two_enrichers_loses_nothing() {
     let (site, key) = site_with_key().await;
     let ingest = start_ingest(&[]).await;
     let mut a = start_enricher(&[]).await;
-    let _b = start_enricher(&[]).await;
+    let b = start_enricher(&[]).await;
+    wait_assigned(&b).await;
     let url = ingest.url.clone();
     let k = key.clone();
     let producer =
@@ -104,6 +105,7 @@ async fn clickhouse_down_20s_under_a_stream_loses_nothing() {
     let (site, key) = site_with_key().await;
     let ingest = start_ingest(&[]).await;
     let mut enricher = start_enricher(&[]).await;
+    wait_assigned(&enricher).await;
     let url = ingest.url.clone();
     let k = key.clone();
     // About 30 s of events; ClickHouse goes away for 20 s of it.

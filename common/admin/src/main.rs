@@ -103,9 +103,13 @@ async fn run(command: Command) -> Result<Value, AdminError> {
             )
         }
         Command::Sites { command } => match command {
-            SitesCommand::Create { domain, name } => Ok(output::site(
-                &reg.create_site(&domain, name.as_deref()).await?,
-            )),
+            SitesCommand::Create { domain, name } => {
+                let mut redis = cache::connect().await?;
+                Ok(output::site(
+                    &reg.create_site(&mut redis, &domain, name.as_deref())
+                        .await?,
+                ))
+            }
             SitesCommand::List => Ok(Value::Array(
                 reg.list_sites().await?.iter().map(output::site).collect(),
             )),

@@ -1,0 +1,73 @@
+//! Enricher configuration from the environment (see README, "Configuration").
+
+use rivulet_common::{config, kafka, CommonError};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct EnricherConfig {
+    /// `ENRICHER_ADDR`, default `127.0.0.1:3001`: health and metrics.
+    pub addr: String,
+    pub brokers: String,
+    pub topic: String,
+    pub dlq_topic: String,
+    /// `KAFKA_GROUP_ID`, default `rivulet-enricher`.
+    pub group_id: String,
+    /// `ENRICHER_MAX_POLL_INTERVAL_MS`, default 600000: how long a ClickHouse outage may
+    /// stop polling before the consumer leaves its group (it rejoins when polling resumes).
+    pub max_poll_interval: Duration,
+    /// `GEOIP_DB`: one MMDB file, or a v4,v6 pair separated by a comma. Empty: no geo.
+    pub geoip: Vec<PathBuf>,
+    /// `UA_REGEXES`: uap-core's regexes.yaml.
+    pub ua_regexes: PathBuf,
+    /// `UA_CACHE_SIZE`, default 20000 distinct user agents.
+    pub ua_cache_size: usize,
+    /// `VISITOR_ID_SECRET`: keys the daily salt of visitor ids; all replicas must share it.
+    pub visitor_secret: String,
+    pub visitor_secret_is_default: bool,
+    /// `STORE_IP`, default false: keep the raw IP in `events.ip`.
+    pub store_ip: bool,
+    /// `SESSION_TIMEOUT_SECS`, default 1800.
+    pub session_timeout: Duration,
+    /// `BATCH_MAX_ROWS` (50000), `BATCH_MAX_BYTES` (16 MiB), `BATCH_MAX_AGE_MS` (1000).
+    pub batch_max_rows: usize,
+    pub batch_max_bytes: usize,
+    pub batch_max_age: Duration,
+    /// `INSERT_RETRY_MAX_MS`, default 5000: cap of the exponential backoff of inserts.
+    pub insert_retry_max: Duration,
+}
+
+pub const DEFAULT_VISITOR_SECRET: &str = "rivulet-dev-secret-change-me";
+
+impl EnricherConfig {
+    pub fn from_env() -> Result<Self, CommonError> {
+        let secret = config::optional("VISITOR_ID_SECRET");
+        Ok(EnricherConfig {
+            addr: config::string("ENRICHER_ADDR", "127.0.0.1:3001"),
+            brokers: kafka::brokers(),
+            topic: kafka::topic_raw(),
+            dlq_topic: kafka::topic_dlq(),
+            group_id: config::string("KAFKA_GROUP_ID", "rivulet-enricher"),
+            max_poll_interval: config::millis("ENRICHER_MAX_POLL_INTERVAL_MS", 600_000)?,
+            geoip: config::string("GEOIP_DB", "")
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from)
+                .collect(),
+            ua_regexes: PathBuf::from(config::string(
+                "UA_REGEXES",
+                "/usr/share/rivulet/uap-core/regexes.yaml",
+            )),
+            ua_cache_size: config::parse("UA_CACHE_SIZE", 20_000)?,
+            visitor_secret_is_default: secret.is_none(),
+            visitor_secret: secret.unwrap_or_else(|| DEFAULT_VISITOR_SECRET.to_string()),
+            store_ip: config::flag("STORE_IP", false)?,
+            session_timeout: Duration::from_secs(config::parse("SESSION_TIMEOUT_SECS", 1800)?),
+            batch_max_rows: config::parse("BATCH_MAX_ROWS", 50_000)?,
+            batch_max_bytes: config::parse("BATCH_MAX_BYTES", 16 * 1024 * 1024)?,
+            batch_max_age: config::millis("BATCH_MAX_AGE_MS", 1000)?,
+            insert_retry_max: config::millis("INSERT_RETRY_MAX_MS", 5000)?,
+        })
+    }
+}

@@ -1,0 +1,69 @@
+//! Decoding a message of `events.raw`; what cannot be decoded goes to the DLQ with a reason.
+
+use rivulet_common::event::{RawEvent, VersionProbe, RAW_EVENT_VERSION};
+
+#[derive(Debug, PartialEq)]
+pub enum Poison {
+    Empty,
+    NotJson(String),
+    UnknownVersion(Option<u32>),
+    Invalid(String),
+}
+
+impl Poison {
+    pub fn reason(&self) -> String {
+        match self {
+            Poison::Empty => "empty message".into(),
+            Poison::NotJson(e) => format!("not JSON: {e}"),
+            Poison::UnknownVersion(Some(v)) => {
+                format!("unknown message version {v} (this enricher reads {RAW_EVENT_VERSION})")
+            }
+            Poison::UnknownVersion(None) => "message has no version field".into(),
+            Poison::Invalid(e) => format!("invalid raw event: {e}"),
+        }
+    }
+}
+
+pub fn decode(payload: Option<&[u8]>) -> Result<RawEvent, Poison> {
+    let bytes = payload.filter(|p| !p.is_empty()).ok_or(Poison::Empty)?;
+    let probe: VersionProbe =
+        serde_json::from_slice(bytes).map_err(|e| Poison::NotJson(e.to_string()))?;
+    if probe.v != Some(RAW_EVENT_VERSION) {
+        return Err(Poison::UnknownVersion(probe.v));
+    }
+    let ev: RawEvent = serde_json::from_slice(bytes).map_err(|e| Poison::Invalid(e.to_string()))?;
+    if ev.site_id == 0 {
+        return Err(Poison::Invalid("site_id is 0".into()));
+    }
+    Ok(ev)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poison_kinds() {
+        assert_eq!(decode(None), Err(Poison::Empty));
+        assert!(matches!(decode(Some(b"{nope")), Err(Poison::NotJson(_))));
+        assert_eq!(
+            decode(Some(br#"{"v":2}"#)),
+            Err(Poison::UnknownVersion(Some(2)))
+        );
+        assert_eq!(
+            decode(Some(br#"{"x":1}"#)),
+            Err(Poison::UnknownVersion(None))
+        );
+        assert!(matches!(
+            decode(Some(br#"{"v":1,"site_id":"x"}"#)),
+            Err(Poison::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn valid_event() {
+        let raw = br#"{"v":1,"event_id":"0190d6a0-0000-7000-8000-000000000001","site_id":3,"key_id":"key_1","type":"pageview","timestamp":1700000000000,"received_at":1700000000001,"ip":"1.2.3.4","user_agent":"x","future":true}"#;
+        let ev = decode(Some(raw)).unwrap();
+        assert_eq!(ev.site_id, 3);
+    }
+}

@@ -1,0 +1,361 @@
+//! The consumer loop: `events.raw` → enrich → batch → ClickHouse, at least once.
+//!
+//! Offsets are stored only after the rows they carry are in ClickHouse (auto-commit
+//! then commits stored offsets; shutdown commits synchronously). While ClickHouse is
+//! down the loop retries the insert with capped exponential backoff and does not poll,
+//! so nothing is dropped and nothing is committed. Messages that cannot be decoded go
+//! to `events.dlq` with the reason in a header; their offsets advance once the DLQ has
+//! acknowledged them.
+//!
+//! Sessions live with partitions: a visitor's events all land on one partition (the
+//! message key), and a revoked partition's session state is dropped. After a rebalance
+//! the new owner starts a fresh session for a visitor at its next event, so a rebalance
+//! splits an ongoing session in two at most.
+
+use crate::config::EnricherConfig;
+use crate::decode::{decode, Poison};
+use crate::row::{Enrichers, EventRow};
+use crate::session::SessionTracker;
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, Message, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rivulet_common::ch::Db;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Shared between the loop, the probe and the HTTP server.
+#[derive(Default)]
+pub struct Health {
+    pub kafka_ok: AtomicBool,
+    pub clickhouse_ok: AtomicBool,
+    pub shutting_down: AtomicBool,
+    pub assigned_partitions: AtomicUsize,
+}
+
+/// Records rebalances for the loop, which owns the session state.
+#[derive(Default)]
+pub struct RebalanceContext {
+    revoked: Mutex<Vec<i32>>,
+    health: Arc<Health>,
+}
+
+impl RebalanceContext {
+    pub fn new(health: Arc<Health>) -> Self {
+        RebalanceContext {
+            revoked: Mutex::new(Vec::new()),
+            health,
+        }
+    }
+}
+
+impl ClientContext for RebalanceContext {}
+
+impl ConsumerContext for RebalanceContext {
+    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(tpl) = rebalance {
+            let parts: Vec<i32> = tpl.elements().iter().map(|e| e.partition()).collect();
+            tracing::info!(partitions = ?parts, "partitions revoked");
+            self.revoked.lock().expect("revoked lock").extend(parts);
+        }
+    }
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(tpl) = rebalance {
+            let parts: Vec<i32> = tpl.elements().iter().map(|e| e.partition()).collect();
+            tracing::info!(partitions = ?parts, "partitions assigned");
+        }
+        let n = consumer.assignment().map(|a| a.count()).unwrap_or(0);
+        self.health.assigned_partitions.store(n, Ordering::Relaxed);
+        metrics::gauge!("enricher_assigned_partitions").set(n as f64);
+    }
+}
+
+pub type RawConsumer = StreamConsumer<RebalanceContext>;
+
+pub fn consumer(
+    cfg: &EnricherConfig,
+    health: Arc<Health>,
+) -> Result<RawConsumer, rdkafka::error::KafkaError> {
+    let mut c = rivulet_common::kafka::base_config();
+    c.set("bootstrap.servers", &cfg.brokers)
+        .set("client.id", "rivulet-enricher")
+        .set("group.id", &cfg.group_id)
+        .set("enable.auto.commit", "true")
+        .set("auto.commit.interval.ms", "1000")
+        // Offsets are stored by hand, after the insert: never by librdkafka on delivery.
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("partition.assignment.strategy", "cooperative-sticky")
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "1000")
+        .set(
+            "max.poll.interval.ms",
+            cfg.max_poll_interval.as_millis().to_string(),
+        )
+        .set("fetch.min.bytes", "1")
+        .set("queued.max.messages.kbytes", "65536");
+    c.create_with_context(RebalanceContext::new(health))
+}
+
+pub fn dlq_producer(cfg: &EnricherConfig) -> Result<FutureProducer, rdkafka::error::KafkaError> {
+    let mut c = rivulet_common::kafka::base_config();
+    c.set("bootstrap.servers", &cfg.brokers)
+        .set("client.id", "rivulet-enricher-dlq")
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("message.timeout.ms", "10000");
+    c.create()
+}
+
+/// Rows waiting to be inserted, and the next offset to store per partition once they are.
+#[derive(Default)]
+pub struct Batch {
+    pub rows: Vec<EventRow>,
+    bytes: usize,
+    started: Option<Instant>,
+    next_offsets: HashMap<i32, i64>,
+}
+
+impl Batch {
+    fn note(&mut self, partition: i32, offset: i64) {
+        self.started.get_or_insert_with(Instant::now);
+        let next = self.next_offsets.entry(partition).or_insert(offset + 1);
+        *next = (*next).max(offset + 1);
+    }
+    pub fn push(&mut self, row: EventRow, partition: i32, offset: i64) {
+        self.bytes += row.approx_bytes();
+        self.rows.push(row);
+        self.note(partition, offset);
+    }
+    fn due(&self, cfg: &EnricherConfig) -> bool {
+        self.rows.len() >= cfg.batch_max_rows
+            || self.bytes >= cfg.batch_max_bytes
+            || self
+                .started
+                .is_some_and(|t| t.elapsed() >= cfg.batch_max_age)
+    }
+    fn is_empty(&self) -> bool {
+        self.started.is_none()
+    }
+}
+
+pub struct Pipeline {
+    pub cfg: EnricherConfig,
+    pub enrichers: Arc<Enrichers>,
+    pub db: Db,
+    pub consumer: Arc<RawConsumer>,
+    pub dlq: FutureProducer,
+    pub health: Arc<Health>,
+}
+
+impl Pipeline {
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        self.consumer
+            .subscribe(&[&self.cfg.topic])
+            .expect("subscribe to the raw topic");
+        tracing::info!(topic = %self.cfg.topic, group = %self.cfg.group_id, "consuming");
+        let mut batch = Batch::default();
+        let mut sessions: HashMap<i32, SessionTracker> = HashMap::new();
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.changed() => break,
+                msg = self.consumer.recv() => match msg {
+                    Err(e) => {
+                        tracing::warn!(error = %e, "Kafka consumer error");
+                        metrics::counter!("enricher_consumer_errors_total").increment(1);
+                    }
+                    Ok(m) => {
+                        metrics::counter!("enricher_consumed_total").increment(1);
+                        let (partition, offset) = (m.partition(), m.offset());
+                        match decode(m.payload()) {
+                            Ok(raw) => {
+                                let tracker = sessions.entry(partition).or_insert_with(|| SessionTracker::new(self.cfg.session_timeout));
+                                batch.push(self.enrichers.enrich(raw, tracker), partition, offset);
+                            }
+                            Err(poison) => {
+                                let owned = m.detach();
+                                if !self.to_dlq(&owned, &poison, &mut shutdown).await {
+                                    break;
+                                }
+                                batch.note(partition, offset);
+                            }
+                        }
+                    }
+                },
+                _ = tick.tick() => {}
+            }
+            self.apply_revocations(&mut batch, &mut sessions);
+            if batch.due(&self.cfg) && !self.flush(&mut batch, None).await {
+                break;
+            }
+        }
+        self.health.shutting_down.store(true, Ordering::Relaxed);
+        tracing::info!(
+            rows = batch.rows.len(),
+            "shutting down: flushing the current batch"
+        );
+        if self.flush(&mut batch, Some(Duration::from_secs(30))).await {
+            match self.consumer.commit_consumer_state(CommitMode::Sync) {
+                // Nothing stored since the last auto-commit: nothing to do.
+                Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "final commit failed; uncommitted events will be redelivered")
+                }
+            }
+        } else {
+            tracing::warn!("ClickHouse unavailable at shutdown; the batch's events stay uncommitted and will be redelivered");
+        }
+        self.consumer.unsubscribe();
+        tracing::info!("left the consumer group");
+    }
+
+    fn apply_revocations(&self, batch: &mut Batch, sessions: &mut HashMap<i32, SessionTracker>) {
+        let revoked: Vec<i32> = std::mem::take(
+            &mut *self
+                .consumer
+                .context()
+                .revoked
+                .lock()
+                .expect("revoked lock"),
+        );
+        for p in revoked {
+            sessions.remove(&p);
+            // Rows still get inserted (the new owner's copies collapse on event_id), but
+            // we must not move the offset of a partition we no longer own.
+            batch.next_offsets.remove(&p);
+        }
+    }
+
+    /// Inserts the batch, retrying with capped backoff until it succeeds (or `give_up`
+    /// elapses, at shutdown). Stores offsets only on success. Returns false if it gave up.
+    async fn flush(&self, batch: &mut Batch, give_up: Option<Duration>) -> bool {
+        if batch.is_empty() {
+            return true;
+        }
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(100);
+        let mut failures = 0u32;
+        if !batch.rows.is_empty() {
+            loop {
+                let t = Instant::now();
+                match insert(&self.db, &batch.rows).await {
+                    Ok(()) => {
+                        metrics::histogram!("enricher_insert_duration_seconds")
+                            .record(t.elapsed().as_secs_f64());
+                        metrics::histogram!("enricher_batch_rows").record(batch.rows.len() as f64);
+                        metrics::counter!("enricher_inserted_rows_total")
+                            .increment(batch.rows.len() as u64);
+                        self.health.clickhouse_ok.store(true, Ordering::Relaxed);
+                        if failures > 0 {
+                            tracing::info!(
+                                failures,
+                                outage_ms = started.elapsed().as_millis() as u64,
+                                "ClickHouse accepts inserts again"
+                            );
+                        }
+                        break;
+                    }
+                    Err(e) => {
+                        metrics::counter!("enricher_insert_failures_total").increment(1);
+                        self.health.clickhouse_ok.store(false, Ordering::Relaxed);
+                        failures += 1;
+                        // Once per outage, not once per retry.
+                        if failures == 1 {
+                            tracing::warn!(error = %e, rows = batch.rows.len(), "ClickHouse insert failed; retrying with backoff, not consuming meanwhile");
+                        }
+                        if give_up.is_some_and(|g| started.elapsed() >= g) {
+                            return false;
+                        }
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(self.cfg.insert_retry_max);
+                    }
+                }
+            }
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (p, next) in &batch.next_offsets {
+            // store_offsets takes the literal next offset to read (no +1 applied by it).
+            let _ = tpl.add_partition_offset(&self.cfg.topic, *p, Offset::Offset(*next));
+        }
+        if tpl.count() > 0 {
+            if let Err(e) = self.consumer.store_offsets(&tpl) {
+                tracing::warn!(error = %e, "storing offsets failed (partition revoked?); events may be redelivered");
+            }
+        }
+        *batch = Batch::default();
+        true
+    }
+
+    /// Publishes a poison message to the DLQ; retries until acknowledged. Returns false
+    /// if shutdown was requested first (the message then stays uncommitted).
+    async fn to_dlq(
+        &self,
+        m: &rdkafka::message::OwnedMessage,
+        poison: &Poison,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> bool {
+        let reason = poison.reason();
+        tracing::warn!(partition = m.partition(), offset = m.offset(), %reason, "message sent to the DLQ");
+        let (p, o) = (m.partition().to_string(), m.offset().to_string());
+        loop {
+            let headers = OwnedHeaders::new()
+                .insert(Header {
+                    key: "reason",
+                    value: Some(reason.as_str()),
+                })
+                .insert(Header {
+                    key: "source-topic",
+                    value: Some(self.cfg.topic.as_str()),
+                })
+                .insert(Header {
+                    key: "source-partition",
+                    value: Some(p.as_str()),
+                })
+                .insert(Header {
+                    key: "source-offset",
+                    value: Some(o.as_str()),
+                });
+            let mut rec: FutureRecord<'_, [u8], [u8]> =
+                FutureRecord::to(&self.cfg.dlq_topic).headers(headers);
+            if let Some(k) = m.key() {
+                rec = rec.key(k);
+            }
+            if let Some(v) = m.payload() {
+                rec = rec.payload(v);
+            }
+            match self.dlq.send(rec, Duration::from_secs(5)).await {
+                Ok(_) => {
+                    metrics::counter!("enricher_dlq_total").increment(1);
+                    return true;
+                }
+                Err((e, _)) => {
+                    tracing::warn!(error = %e, "DLQ publish failed; retrying");
+                    tokio::select! {
+                        _ = shutdown.changed() => return false,
+                        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn insert(db: &Db, rows: &[EventRow]) -> Result<(), clickhouse::error::Error> {
+    let mut insert = db
+        .client
+        .insert::<EventRow>("events")
+        .await?
+        .with_timeouts(Some(Duration::from_secs(30)), Some(Duration::from_secs(60)));
+    for row in rows {
+        insert.write(row).await?;
+    }
+    insert.end().await
+}

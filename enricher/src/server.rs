@@ -1,0 +1,126 @@
+//! `/_liveness`, `/_readiness`, `/metrics`, and the probe that keeps their figures fresh:
+//! ClickHouse and Kafka reachability, consumer lag per partition, UA cache hit ratio.
+
+use crate::pipeline::{Health, RawConsumer};
+use crate::row::Enrichers;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use rdkafka::consumer::Consumer;
+use rdkafka::util::Timeout;
+use rivulet_common::ch::Db;
+use serde_json::json;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Clone)]
+pub struct ServerState {
+    pub health: Arc<Health>,
+    pub prometheus: PrometheusHandle,
+}
+
+pub fn prometheus() -> PrometheusHandle {
+    PrometheusBuilder::new()
+        .set_buckets(&[
+            0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 100.0, 1000.0, 10000.0,
+            50000.0,
+        ])
+        .expect("buckets")
+        .install_recorder()
+        .expect("a Prometheus recorder is installed once")
+}
+
+pub fn router(state: ServerState) -> Router {
+    Router::new()
+        .route("/_liveness", get(|| async { "ok" }))
+        .route("/_readiness", get(readiness))
+        .route("/metrics", get(render))
+        .with_state(state)
+}
+
+async fn readiness(State(st): State<ServerState>) -> Response {
+    let h = &st.health;
+    let (kafka, ch, down) = (
+        h.kafka_ok.load(Ordering::Relaxed),
+        h.clickhouse_ok.load(Ordering::Relaxed),
+        h.shutting_down.load(Ordering::Relaxed),
+    );
+    let ready = kafka && ch && !down;
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = json!({"ready": ready, "kafka": kafka, "clickhouse": ch, "shutting_down": down,
+        "assigned_partitions": h.assigned_partitions.load(Ordering::Relaxed)});
+    (status, Json(body)).into_response()
+}
+
+async fn render(State(st): State<ServerState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        st.prometheus.render(),
+    )
+        .into_response()
+}
+
+/// Every two seconds: is ClickHouse answering, is Kafka answering, how far behind is
+/// each assigned partition, how well does the UA cache do.
+pub async fn probe(
+    db: Db,
+    consumer: Arc<RawConsumer>,
+    topic: String,
+    health: Arc<Health>,
+    enrichers: Arc<Enrichers>,
+) {
+    loop {
+        let ch_ok = db.client.query("SELECT 1").fetch_one::<u8>().await.is_ok();
+        if !ch_ok {
+            health.clickhouse_ok.store(false, Ordering::Relaxed);
+        } else if !health.clickhouse_ok.load(Ordering::Relaxed)
+            && health.assigned_partitions.load(Ordering::Relaxed) == 0
+        {
+            // Before the first insert, reachability is all we can know.
+            health.clickhouse_ok.store(true, Ordering::Relaxed);
+        }
+        let c = consumer.clone();
+        let t = topic.clone();
+        let lags = tokio::task::spawn_blocking(move || -> Option<Vec<(i32, i64)>> {
+            c.fetch_metadata(Some(&t), Timeout::After(Duration::from_millis(1500)))
+                .ok()?;
+            let positions = c.position().ok()?;
+            let mut lags = Vec::new();
+            for e in positions.elements_for_topic(&t) {
+                let (_, high) = c
+                    .fetch_watermarks(
+                        &t,
+                        e.partition(),
+                        Timeout::After(Duration::from_millis(1000)),
+                    )
+                    .ok()?;
+                let pos = e.offset().to_raw().filter(|o| *o >= 0);
+                lags.push((e.partition(), pos.map(|p| (high - p).max(0)).unwrap_or(0)));
+            }
+            Some(lags)
+        })
+        .await
+        .ok()
+        .flatten();
+        health.kafka_ok.store(lags.is_some(), Ordering::Relaxed);
+        for (p, lag) in lags.unwrap_or_default() {
+            metrics::gauge!("enricher_consumer_lag", "partition" => p.to_string()).set(lag as f64);
+        }
+        let (hits, misses) = enrichers.device.cache_stats();
+        metrics::gauge!("enricher_ua_cache_hits").set(hits as f64);
+        metrics::gauge!("enricher_ua_cache_misses").set(misses as f64);
+        if hits + misses > 0 {
+            metrics::gauge!("enricher_ua_cache_hit_ratio")
+                .set(hits as f64 / (hits + misses) as f64);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
