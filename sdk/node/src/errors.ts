@@ -1,0 +1,72 @@
+/** The server's `details` of a validation error (spec 2.3). */
+export interface ServerErrorDetails {
+  fieldErrors: Record<string, string[]>;
+  formErrors: string[];
+}
+
+export type TrackerErrorCode =
+  /** A constructor option is missing or invalid. */
+  | 'invalid_options'
+  /** An event failed validation, in the SDK or (per event, in a batch) on the server. */
+  | 'invalid_event'
+  /** The server answered with a status other than 200. */
+  | 'http'
+  /** No answer: connection refused, reset, DNS… */
+  | 'network'
+  /** No answer within `timeoutMs`. */
+  | 'timeout'
+  /** Batch mode: the queue was full, so events are being dropped. */
+  | 'queue_full'
+  /** The tracker was shut down. */
+  | 'shutdown';
+
+export interface TrackerErrorInit {
+  code: TrackerErrorCode;
+  status?: number | undefined;
+  serverMessage?: string | undefined;
+  details?: ServerErrorDetails | undefined;
+  retryable?: boolean | undefined;
+  attempts?: number | undefined;
+  eventIds?: string[] | undefined;
+  cause?: unknown;
+}
+
+/** Every error the SDK reports, thrown, rejected or passed to `onError`, is one of these. */
+export class TrackerError extends Error {
+  override readonly name = 'TrackerError';
+  readonly code: TrackerErrorCode;
+  /** HTTP status of the server's answer; undefined when there was none. */
+  readonly status: number | undefined;
+  /** The server's `error` text, when it sent one. */
+  readonly serverMessage: string | undefined;
+  /** The server's `details` object (validation errors), when it sent one. */
+  readonly details: ServerErrorDetails | undefined;
+  /** Whether trying again later could succeed (network errors, timeouts, 429, 5xx). */
+  readonly retryable: boolean;
+  /** HTTP attempts made (0 when the event never left the process). */
+  readonly attempts: number;
+  /** `event_id`s of the events this error is about. */
+  readonly eventIds: string[];
+
+  constructor(message: string, init: TrackerErrorInit) {
+    super(message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.code = init.code;
+    this.status = init.status;
+    this.serverMessage = init.serverMessage;
+    this.details = init.details;
+    this.retryable = init.retryable ?? false;
+    this.attempts = init.attempts ?? 0;
+    this.eventIds = init.eventIds ?? [];
+  }
+}
+
+/** One line from the server's validation details, e.g. `properties: must be valid JSON; Custom events require event_name`. */
+export function describeDetails(details: ServerErrorDetails): string {
+  const parts: string[] = [];
+  const fields = typeof details.fieldErrors === 'object' && details.fieldErrors !== null ? details.fieldErrors : {};
+  for (const [field, messages] of Object.entries(fields)) {
+    parts.push(`${field}: ${Array.isArray(messages) ? messages.join(', ') : String(messages)}`);
+  }
+  if (Array.isArray(details.formErrors)) parts.push(...details.formErrors.map(String));
+  return parts.join('; ');
+}

@@ -1,0 +1,132 @@
+import type { TrackerError } from './errors.js';
+
+/** Context of a pageview or custom event (spec 2.5). Every property is optional. */
+export interface Payload {
+  hostname?: string | undefined;
+  pathname?: string | undefined;
+  querystring?: string | undefined;
+  /** Screen width in logical pixels (0–65535). */
+  screenWidth?: number | undefined;
+  /** Screen height in logical pixels (0–65535). */
+  screenHeight?: number | undefined;
+  language?: string | undefined;
+  page_title?: string | undefined;
+  referrer?: string | undefined;
+  user_id?: string | undefined;
+  /** The visitor's user agent (not the server's); parsed into browser, OS and device. */
+  user_agent?: string | undefined;
+  /** The visitor's IP address (IPv4 or IPv6); resolved to a location. */
+  ip_address?: string | undefined;
+}
+
+/** A value of a custom event property (spec 2.6). */
+export type PropertyScalar = string | number | boolean;
+export type PropertyValue = PropertyScalar | PropertyScalar[];
+
+/** Data specific to a custom event; sent as a JSON string of at most 2048 characters. */
+export type EventProperties = Record<string, PropertyValue>;
+
+/** Why an event accepted by the tracker was not delivered (batch mode). */
+export type DropReason =
+  /** The queue held `maxQueueSize` events already. */
+  | 'queue_full'
+  /** The server rejected this event's fields (not retried). */
+  | 'invalid'
+  /** Its batch failed for good: a 4xx answer, or retries exhausted. */
+  | 'failed'
+  /** `shutdown()` ran out of time, or the event was sent after `shutdown()`. */
+  | 'shutdown';
+
+/** One event as it goes on the wire, without `api_key` and `site_id`. */
+export interface WireEvent {
+  type: 'pageview' | 'custom_event';
+  /** UUID made when the call is made; the server counts an event_id once, so retries are safe. */
+  event_id: string;
+  /** ISO 8601 time of the call. */
+  timestamp: string;
+  event_name?: string;
+  properties?: string;
+  hostname?: string;
+  pathname?: string;
+  querystring?: string;
+  screenWidth?: number;
+  screenHeight?: number;
+  language?: string;
+  page_title?: string;
+  referrer?: string;
+  user_id?: string;
+  user_agent?: string;
+  ip_address?: string;
+}
+
+export interface BatchOptions {
+  /** Send a batch once this many events are queued. Default 100. */
+  flushAt?: number | undefined;
+  /** Send whatever is queued at most this many ms after it was queued. Default 1000. */
+  flushInterval?: number | undefined;
+  /** Events held in memory at most; further events are dropped with `onDrop(event, 'queue_full')`. Default 10000. */
+  maxQueueSize?: number | undefined;
+}
+
+/** Constructor options: the spec's four (2.4) plus reliability settings. */
+export interface TrackerOptions {
+  /** URL of the Rivulet instance including the `/api` prefix, e.g. `https://rivulet.example.com/api`. */
+  analyticsHost: string;
+  /** The site identifier (a positive integer, as a number or a string). */
+  siteId: string | number;
+  /** The site's secret API key (starts with `rb_`). */
+  apiKey: string;
+  /** Log every request and response to the console (the API key is redacted). Default false. */
+  debug?: boolean | undefined;
+  /** Per-attempt request timeout in ms. Default 10000. */
+  timeoutMs?: number | undefined;
+  /** Retries after the first attempt (network errors, timeouts, 429, 5xx). Default 3. */
+  maxRetries?: number | undefined;
+  /** Base of the exponential backoff in ms. Default 200. */
+  retryBaseDelayMs?: number | undefined;
+  /** Longest wait between attempts in ms; a longer `Retry-After` ends the retries. Default 10000. */
+  retryMaxDelayMs?: number | undefined;
+  /** Reject the returned promises with a `TrackerError` instead of calling `onError`. Default false. */
+  throwOnError?: boolean | undefined;
+  /** Called with every error. Default: one `console.error` line per error. */
+  onError?: ((error: TrackerError) => void) | undefined;
+  /** Batch mode: called for every event that was queued but will not be delivered. */
+  onDrop?: ((event: WireEvent, reason: DropReason) => void) | undefined;
+  /** Enable batch mode (`true` for the defaults) over `POST {analyticsHost}/track/batch`. Default off. */
+  batch?: boolean | BatchOptions | undefined;
+}
+
+/** Counters for monitoring. */
+export interface TrackerStats {
+  /** Events waiting in the batch queue. */
+  queued: number;
+  /** Events in requests that have not finished yet. */
+  inFlight: number;
+  /** Events the server accepted. */
+  delivered: number;
+  /** Events dropped (see `onDrop`) or whose single request failed. */
+  failed: number;
+}
+
+/**
+ * An event between the call and its serialization. `timestamp` holds Date.now() taken at
+ * the call; it becomes the ISO string only when the event is serialized or reported,
+ * because toISOString() (about 1 µs) would be most of a batched call's cost.
+ */
+export type PendingEvent = Omit<WireEvent, 'timestamp'> & { timestamp: string | number };
+
+let lastMs = NaN;
+let lastIso = '';
+
+/** Turns a pending event into its wire form, in place. */
+export function finalize(ev: PendingEvent): WireEvent {
+  if (typeof ev.timestamp === 'number') {
+    // Queued events come out in time order, many from the same millisecond: reuse the last string.
+    if (ev.timestamp !== lastMs) {
+      lastMs = ev.timestamp;
+      lastIso = new Date(lastMs).toISOString();
+    }
+    ev.timestamp = lastIso;
+  }
+  return ev as WireEvent;
+}

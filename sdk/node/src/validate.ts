@@ -1,0 +1,294 @@
+import { randomUUID } from 'node:crypto';
+import { isIP } from 'node:net';
+import { TrackerError } from './errors.js';
+import type {
+  BatchOptions,
+  DropReason,
+  EventProperties,
+  Payload,
+  PendingEvent,
+  TrackerOptions,
+  WireEvent,
+} from './types.js';
+
+/** Options with every default filled in. */
+export interface ResolvedOptions {
+  /** `analyticsHost` without trailing slashes. */
+  analyticsHost: string;
+  siteId: string | number;
+  apiKey: string;
+  debug: boolean;
+  timeoutMs: number;
+  maxRetries: number;
+  retryBaseDelayMs: number;
+  retryMaxDelayMs: number;
+  throwOnError: boolean;
+  onError: ((error: TrackerError) => void) | undefined;
+  onDrop: ((event: WireEvent, reason: DropReason) => void) | undefined;
+  batch: Required<BatchOptions> | undefined;
+}
+
+export const DEFAULTS = {
+  timeoutMs: 10_000,
+  maxRetries: 3,
+  retryBaseDelayMs: 200,
+  retryMaxDelayMs: 10_000,
+  flushAt: 100,
+  flushInterval: 1000,
+  maxQueueSize: 10_000,
+} as const;
+
+/** Site ids are UInt32 on the server. */
+const MAX_SITE_ID = 2 ** 32 - 1;
+
+/** Longest delay setTimeout accepts; larger values fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function optionError(name: string, problem: string): TrackerError {
+  return new TrackerError(`rivulet-node: option "${name}" ${problem}`, { code: 'invalid_options' });
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+function numberOption(
+  o: Record<string, unknown>,
+  name: string,
+  fallback: number,
+  rule: { min: number; integer?: boolean },
+): number {
+  const v = o[name];
+  if (v === undefined) return fallback;
+  const ok = typeof v === 'number' && v >= rule.min && v <= MAX_TIMER_MS && (!rule.integer || Number.isInteger(v));
+  if (!ok) {
+    const kind = rule.integer ? 'an integer' : 'a number';
+    return fail(optionError(name, `must be ${kind} from ${rule.min} to ${MAX_TIMER_MS} (got ${describe(v)})`));
+  }
+  return v;
+}
+
+function functionOption<T>(o: Record<string, unknown>, name: string): T | undefined {
+  const v = o[name];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'function') return fail(optionError(name, `must be a function (got ${describe(v)})`));
+  return v as T;
+}
+
+function booleanOption(o: Record<string, unknown>, name: string): boolean {
+  const v = o[name];
+  if (v === undefined) return false;
+  if (typeof v !== 'boolean') return fail(optionError(name, `must be a boolean (got ${describe(v)})`));
+  return v;
+}
+
+function fail(err: TrackerError): never {
+  throw err;
+}
+
+/** A short description of a bad value for error messages; never echoes strings, which may be secrets. */
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'number') return String(v);
+  return `a ${typeof v}`;
+}
+
+/** Checks the constructor argument and fills in defaults; throws a TrackerError naming the bad option. */
+export function resolveOptions(input: unknown): ResolvedOptions {
+  if (!isPlainObject(input)) {
+    throw new TrackerError('rivulet-node: new Tracker(options) needs an options object with analyticsHost, siteId and apiKey', {
+      code: 'invalid_options',
+    });
+  }
+  const o = input as Record<string, unknown> & Partial<TrackerOptions>;
+
+  const host = o.analyticsHost;
+  if (host === undefined || host === null || host === '') {
+    throw optionError('analyticsHost', 'is required: the URL of your Rivulet instance including /api, e.g. "https://rivulet.example.com/api"');
+  }
+  if (typeof host !== 'string') throw optionError('analyticsHost', `must be a string URL (got ${describe(host)})`);
+  let url: URL;
+  try {
+    url = new URL(host);
+  } catch {
+    throw optionError('analyticsHost', `must be an absolute http(s) URL including /api, e.g. "https://rivulet.example.com/api" (got "${host}")`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw optionError('analyticsHost', `must use http or https (got "${url.protocol}")`);
+  }
+  if (url.search || url.hash) throw optionError('analyticsHost', 'must not contain a query string or fragment');
+
+  const siteId = o.siteId;
+  if (siteId === undefined || siteId === null || siteId === '') throw optionError('siteId', 'is required');
+  if (typeof siteId !== 'string' && typeof siteId !== 'number') {
+    throw optionError('siteId', `must be a string or a number (got ${describe(siteId)})`);
+  }
+  // The server stores site ids as 32-bit positive integers; catch a typo here rather than as a 400 or 404 later.
+  const id = typeof siteId === 'number' ? siteId : /^[0-9]+$/.test(siteId) ? Number(siteId) : NaN;
+  if (!Number.isInteger(id) || id < 1 || id > MAX_SITE_ID) {
+    const got = typeof siteId === 'string' ? `"${siteId}"` : String(siteId);
+    throw optionError('siteId', `must be a positive integer (a number or a string of digits) up to ${MAX_SITE_ID} (got ${got})`);
+  }
+
+  const apiKey = o.apiKey;
+  if (apiKey === undefined || apiKey === null || apiKey === '') {
+    throw optionError('apiKey', 'is required: the site API key (starts with "rb_"); keep it in an environment variable');
+  }
+  if (typeof apiKey !== 'string') throw optionError('apiKey', `must be a string (got ${describe(apiKey)})`);
+  if (!apiKey.startsWith('rb_') || apiKey.length <= 3) {
+    throw optionError('apiKey', 'must start with "rb_" (generate one in the site settings, API Key tab)');
+  }
+
+  let batch: Required<BatchOptions> | undefined;
+  if (o.batch === true || isPlainObject(o.batch)) {
+    const b = (o.batch === true ? {} : o.batch) as Record<string, unknown>;
+    batch = {
+      flushAt: numberOption(b, 'flushAt', DEFAULTS.flushAt, { min: 1, integer: true }),
+      flushInterval: numberOption(b, 'flushInterval', DEFAULTS.flushInterval, { min: 1 }),
+      maxQueueSize: numberOption(b, 'maxQueueSize', DEFAULTS.maxQueueSize, { min: 1, integer: true }),
+    };
+  } else if (o.batch !== undefined && o.batch !== false) {
+    throw optionError('batch', `must be true, false or an object { flushAt, flushInterval, maxQueueSize } (got ${describe(o.batch)})`);
+  }
+
+  return {
+    analyticsHost: host.replace(/\/+$/, ''),
+    siteId,
+    apiKey,
+    debug: booleanOption(o, 'debug'),
+    timeoutMs: numberOption(o, 'timeoutMs', DEFAULTS.timeoutMs, { min: 1 }),
+    maxRetries: numberOption(o, 'maxRetries', DEFAULTS.maxRetries, { min: 0, integer: true }),
+    retryBaseDelayMs: numberOption(o, 'retryBaseDelayMs', DEFAULTS.retryBaseDelayMs, { min: 0 }),
+    retryMaxDelayMs: numberOption(o, 'retryMaxDelayMs', DEFAULTS.retryMaxDelayMs, { min: 0 }),
+    throwOnError: booleanOption(o, 'throwOnError'),
+    onError: functionOption(o, 'onError'),
+    onDrop: functionOption(o, 'onDrop'),
+    batch,
+  };
+}
+
+/**
+ * Maximum length in characters of each string field: the spec's limits (section 8), and
+ * DESIGN.md's for pathname, hostname, querystring and language, so that an event the
+ * server would reject fails here, before it is queued.
+ */
+export const LIMITS = {
+  hostname: 253,
+  pathname: 2048,
+  querystring: 2048,
+  language: 35,
+  page_title: 512,
+  referrer: 2048,
+  user_id: 255,
+  user_agent: 512,
+  event_name: 256,
+  properties: 2048,
+} as const;
+
+const STRING_FIELDS = [
+  'hostname',
+  'pathname',
+  'querystring',
+  'language',
+  'page_title',
+  'referrer',
+  'user_id',
+  'user_agent',
+] as const;
+const KNOWN_FIELDS = new Set<string>([...STRING_FIELDS, 'screenWidth', 'screenHeight', 'ip_address']);
+
+function invalid(message: string): TrackerError {
+  return new TrackerError(`rivulet-node: ${message}`, { code: 'invalid_event' });
+}
+
+/** Length in Unicode characters, as the server counts; only walks the string when UTF-16 length exceeds max. */
+function tooLong(s: string, max: number): boolean {
+  if (s.length <= max) return false;
+  let chars = 0;
+  for (const _ of s) if (++chars > max) return true;
+  return false;
+}
+
+function checkString(value: unknown, name: string, max: number): string {
+  if (typeof value !== 'string') throw invalid(`${name} must be a string (got ${describe(value)})`);
+  if (tooLong(value, max)) throw invalid(`${name} must be at most ${max} characters (got ${[...value].length})`);
+  return value;
+}
+
+function checkScreen(value: unknown, name: string): number {
+  if (typeof value !== 'number' || !(value >= 0 && value <= 65535)) {
+    throw invalid(`payload.${name} must be a number from 0 to 65535 (got ${describe(value)})`);
+  }
+  return value;
+}
+
+function isScalar(v: unknown): boolean {
+  return typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v));
+}
+
+/** Validates custom event properties (spec 2.6) and returns them as the JSON string the wire wants. */
+function encodeProperties(properties: unknown): string {
+  if (!isPlainObject(properties)) throw invalid(`properties must be a plain object (got ${describe(properties)})`);
+  for (const key in properties) {
+    const v = properties[key];
+    if (isScalar(v) || v === undefined) continue; // JSON.stringify leaves undefined out
+    if (Array.isArray(v) && v.every(isScalar)) continue;
+    throw invalid(
+      `properties.${key} must be a string, a finite number, a boolean or an array of those (got ${describe(v)})`,
+    );
+  }
+  const json = JSON.stringify(properties);
+  if (tooLong(json, LIMITS.properties)) {
+    throw invalid(`properties must be at most ${LIMITS.properties} characters as JSON (got ${[...json].length})`);
+  }
+  return json;
+}
+
+/** Fields of the payload that the caller set but the wire does not know; only computed for debug logs. */
+export function unknownFields(payload: unknown): string[] {
+  if (!isPlainObject(payload)) return [];
+  return Object.keys(payload).filter((k) => !KNOWN_FIELDS.has(k));
+}
+
+/**
+ * Validates one call's arguments and builds the event to send. Throws a TrackerError
+ * (code "invalid_event") naming the field. The id and timestamp are fixed here, when the
+ * call is made, so that retries carry the same ones.
+ */
+export function buildEvent(
+  type: 'pageview' | 'custom_event',
+  eventName: unknown,
+  payload: Payload | null | undefined,
+  properties: EventProperties | null | undefined,
+): PendingEvent {
+  const ev: PendingEvent = { type, event_id: randomUUID(), timestamp: Date.now() };
+  if (type === 'custom_event') {
+    if (eventName === undefined || eventName === null || eventName === '') {
+      throw invalid('event(eventName) needs a non-empty eventName string');
+    }
+    ev.event_name = checkString(eventName, 'eventName', LIMITS.event_name);
+    if (properties !== undefined && properties !== null) ev.properties = encodeProperties(properties);
+  }
+  if (payload === undefined || payload === null) return ev;
+  if (!isPlainObject(payload)) throw invalid(`payload must be a plain object (got ${describe(payload)})`);
+
+  // Only known fields are copied: unknown ones are not sent.
+  for (const name of STRING_FIELDS) {
+    const v = payload[name];
+    if (v !== undefined && v !== null) ev[name] = checkString(v, `payload.${name}`, LIMITS[name]);
+  }
+  const ip = payload.ip_address;
+  if (ip !== undefined && ip !== null) {
+    if (typeof ip !== 'string' || isIP(ip) === 0) {
+      throw invalid(`payload.ip_address must be an IPv4 or IPv6 address (got ${typeof ip === 'string' ? `"${ip.slice(0, 64)}"` : describe(ip)})`);
+    }
+    ev.ip_address = ip;
+  }
+  const { screenWidth, screenHeight } = payload;
+  if (screenWidth !== undefined && screenWidth !== null) ev.screenWidth = checkScreen(screenWidth, 'screenWidth');
+  if (screenHeight !== undefined && screenHeight !== null) ev.screenHeight = checkScreen(screenHeight, 'screenHeight');
+  return ev;
+}

@@ -1,0 +1,9 @@
+// The same package as seen by a CommonJS TypeScript project (the "require" types).
+import rivulet = require('rivulet-node');
+
+const tracker = new rivulet.Tracker({ analyticsHost: 'http://127.0.0.1:3000/api', siteId: '1', apiKey: 'rb_abc' });
+void tracker.event('signup', { user_id: 'u1' }, { plan: 'pro' });
+const viaDefault: typeof rivulet.Tracker = rivulet.default;
+void viaDefault;
+// @ts-expect-error eventName is required
+void tracker.event();

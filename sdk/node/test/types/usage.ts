@@ -1,0 +1,98 @@
+// Compiled with `tsc --noEmit` by `npm test`: the public types accept the spec's examples
+// and reject wrong usage. Nothing here runs.
+import Tracker, { Tracker as NamedTracker, TrackerError, type DropReason, type EventProperties, type Payload, type TrackerOptions, type WireEvent } from 'rivulet-node';
+
+declare const process: { env: Record<string, string | undefined> };
+
+async function specExamples(): Promise<void> {
+  // Spec 2.4 and 4.2.
+  const tracker = new Tracker({
+    analyticsHost: 'https://rivulet.example.com/api',
+    siteId: '1',
+    apiKey: process.env.RIVULET_API_KEY!,
+    debug: true,
+  });
+  new NamedTracker({ analyticsHost: 'http://127.0.0.1:3000/api', siteId: 1, apiKey: 'rb_abc' });
+
+  await tracker.pageview();
+  await tracker.pageview({
+    hostname: 'example.com',
+    pathname: '/pricing',
+    querystring: '?ref=nav',
+    screenWidth: 1920,
+    screenHeight: 1080,
+    language: 'en',
+    page_title: 'Pricing',
+    referrer: 'https://google.com',
+    user_id: 'user-42',
+    user_agent: 'Mozilla/5.0',
+    ip_address: '81.2.69.142',
+  });
+  await tracker.event('signup');
+  await tracker.event('signup', { pathname: '/signup', user_id: 'user-42' });
+  await tracker.event('purchase', undefined, { plan: 'pro', amount: 49.99, annual: true, items: ['a', 'b'], qty: [1, 2] });
+
+  const result: void = await tracker.event('x');
+  void result;
+}
+
+function reliabilityOptions(): TrackerOptions {
+  return {
+    analyticsHost: 'http://127.0.0.1:3000/api',
+    siteId: 1,
+    apiKey: 'rb_abc',
+    timeoutMs: 5000,
+    maxRetries: 5,
+    retryBaseDelayMs: 100,
+    retryMaxDelayMs: 5000,
+    throwOnError: false,
+    onError: (err: TrackerError) => {
+      const status: number | undefined = err.status;
+      const message: string | undefined = err.serverMessage;
+      const fields: Record<string, string[]> | undefined = err.details?.fieldErrors;
+      const retryable: boolean = err.retryable;
+      void [status, message, fields, retryable, err.code, err.eventIds];
+    },
+    onDrop: (event: WireEvent, reason: DropReason) => void [event.event_id, reason],
+    batch: { flushAt: 100, flushInterval: 1000, maxQueueSize: 10_000 },
+  };
+}
+
+async function lifecycle(tracker: Tracker): Promise<void> {
+  await tracker.flush();
+  await tracker.shutdown();
+  await tracker.shutdown(2000);
+  const queued: number = tracker.stats().queued;
+  void queued;
+  new Tracker({ ...reliabilityOptions(), batch: true });
+}
+
+function wrongUsage(tracker: Tracker): void {
+  // @ts-expect-error apiKey is required
+  new Tracker({ analyticsHost: 'http://x/api', siteId: 1 });
+  // @ts-expect-error siteId must be a string or a number
+  new Tracker({ analyticsHost: 'http://x/api', siteId: true, apiKey: 'rb_x' });
+  // @ts-expect-error debug is a boolean
+  new Tracker({ analyticsHost: 'http://x/api', siteId: 1, apiKey: 'rb_x', debug: 'yes' });
+  // @ts-expect-error eventName is required
+  void tracker.event();
+  // @ts-expect-error eventName is a string
+  void tracker.event(42);
+  // @ts-expect-error screenWidth is a number
+  void tracker.pageview({ screenWidth: '1920' });
+  // @ts-expect-error unknown payload fields are not part of the type
+  void tracker.pageview({ pathnam: '/' });
+  // @ts-expect-error property values cannot be nested objects
+  void tracker.event('e', {}, { nested: { a: 1 } });
+  // @ts-expect-error property arrays hold scalars only
+  void tracker.event('e', {}, { deep: [[1]] });
+  // @ts-expect-error pageview takes no properties
+  void tracker.pageview({}, { a: 1 });
+  // @ts-expect-error unknown batch option
+  new Tracker({ analyticsHost: 'http://x/api', siteId: 1, apiKey: 'rb_x', batch: { size: 5 } });
+  const p: Payload = {};
+  const props: EventProperties = { ok: 'yes' };
+  void [p, props];
+}
+
+void [specExamples, lifecycle, wrongUsage];
