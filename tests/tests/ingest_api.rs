@@ -5,6 +5,7 @@ use flate2::{write::GzEncoder, Compression};
 use rivulet_tests::*;
 use serde_json::{json, Value};
 use std::io::Write;
+use std::time::Duration;
 use tokio::sync::OnceCell;
 
 struct Fixture {
@@ -475,4 +476,40 @@ fn check_schema(doc: &Value, schema: &Value, v: &Value) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[tokio::test]
+async fn api_keys_never_appear_in_the_logs() {
+    let (site, key) = site_with_key().await;
+    let mut ingest = start_ingest(&[("RUST_LOG", "debug"), ("RATE_LIMIT_PER_SECOND", "2")]).await;
+    let client = http();
+    let url = format!("{}/api/track", ingest.url);
+    let bodies = [
+        json!({"api_key": key, "site_id": site}),
+        json!({"api_key": key, "site_id": site, "type": "custom_event"}),
+        json!({"api_key": key, "site_id": 4_000_000_000u32}),
+        json!({"api_key": key.to_uppercase(), "site_id": site}),
+        json!({"api_key": key, "site_id": site, "properties": "{bad"}),
+    ];
+    for _ in 0..2 {
+        for b in &bodies {
+            client.post(&url).json(b).send().await.unwrap();
+        }
+    }
+    client
+        .post(&url)
+        .body(format!("{{\"api_key\":\"{key}\", broken"))
+        .send()
+        .await
+        .unwrap();
+    assert!(ingest.terminate(Duration::from_secs(15)));
+    let logs = ingest.logs();
+    assert!(
+        logs.contains("rivulet-ingest listening"),
+        "the log was captured"
+    );
+    assert!(
+        !logs.to_lowercase().contains(&key[3..]),
+        "an API key appeared in the logs"
+    );
 }

@@ -1,0 +1,198 @@
+//! Fills a Kafka topic with realistic raw events for `scripts/bench enricher`.
+//!
+//!   prefill TOPIC COUNT SITE_ID
+//!
+//! User agents: a synthetic mix from templates of real browsers/OSes/devices and bots
+//! with varying versions (a few thousand distinct strings, popular ones far more often);
+//! IPs: random public IPv4 (10 % IPv6); paths, referrers and UTM tags varied.
+
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rivulet_common::event::{EventType, RawEvent, RAW_EVENT_VERSION};
+use std::time::{Duration, Instant};
+
+const TEMPLATES: &[&str] = &[
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{M}.0.{P}.{Q} Safari/537.36",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{M}.0.{P}.{Q} Safari/537.36",
+    "Mozilla/5.0 (Linux; Android {A}; SM-S9{Q}B) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{M}.0.{P}.{Q} Mobile Safari/537.36",
+    "Mozilla/5.0 (Linux; Android {A}; Pixel {A}) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{M}.0.{P}.{Q} Mobile Safari/537.36",
+    "Mozilla/5.0 (iPhone; CPU iPhone OS {I}_{Q} like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/{I}.{Q} Mobile/15E148 Safari/604.1",
+    "Mozilla/5.0 (iPad; CPU OS {I}_{Q} like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/{I}.{Q} Mobile/15E148 Safari/604.1",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/{I}.{Q} Safari/605.1.15",
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:{M}.0) Gecko/20100101 Firefox/{M}.0",
+    "Mozilla/5.0 (X11; Linux x86_64; rv:{M}.0) Gecko/20100101 Firefox/{M}.0",
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{M}.0.{P}.{Q} Safari/537.36 Edg/{M}.0.{P}.{Q}",
+    "Mozilla/5.0 (Linux; Android {A}; SM-X{Q}0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{M}.0.{P}.{Q} Safari/537.36",
+    "Mozilla/5.0 (iPhone; CPU iPhone OS {I}_{Q} like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) CriOS/{M}.0.{P}.{Q} Mobile/15E148 Safari/604.1",
+    "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+    "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)",
+    "Mozilla/5.0 (Linux; Android {A}; SAMSUNG SM-A{Q}5F) AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/{I}.0 Chrome/{M}.0.0.0 Mobile Safari/537.36",
+    "curl/8.{Q}.0",
+];
+const REFERRERS: &[&str] = &[
+    "",
+    "",
+    "",
+    "https://www.google.com/",
+    "https://www.bing.com/search?q=x",
+    "https://t.co/abc",
+    "https://www.facebook.com/",
+    "https://news.ycombinator.com/",
+    "https://mail.google.com/",
+    "https://shop.example.com/cart",
+];
+const QUERIES: &[&str] = &[
+    "",
+    "",
+    "",
+    "?utm_source=newsletter&utm_medium=email",
+    "?utm_source=google&utm_medium=cpc",
+    "?gclid=abc",
+];
+
+/// xorshift64*: fast, deterministic, good enough for test data.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    /// Skewed towards 0: popular values far more often.
+    fn skewed(&mut self, n: u64) -> u64 {
+        let a = self.below(n);
+        let b = self.below(n);
+        let c = self.below(n);
+        a.min(b).min(c)
+    }
+}
+
+fn user_agent(rng: &mut Rng) -> String {
+    let t = TEMPLATES[rng.skewed(TEMPLATES.len() as u64) as usize];
+    let m = 100 + rng.skewed(40);
+    t.replace("{M}", &m.to_string())
+        .replace("{P}", &(4000 + rng.skewed(2000)).to_string())
+        .replace("{Q}", &rng.skewed(10).to_string())
+        .replace("{A}", &(8 + rng.skewed(7)).to_string())
+        .replace("{I}", &(14 + rng.skewed(5)).to_string())
+}
+
+fn public_ip(rng: &mut Rng) -> String {
+    if rng.below(10) == 0 {
+        return format!(
+            "2a0{}:{:x}:{:x}::{:x}",
+            1 + rng.below(8),
+            rng.below(0xffff),
+            rng.below(0xffff),
+            rng.below(0xffff)
+        );
+    }
+    loop {
+        let o = [
+            1 + rng.below(223),
+            rng.below(256),
+            rng.below(256),
+            1 + rng.below(254),
+        ];
+        let private = o[0] == 10
+            || o[0] == 127
+            || (o[0] == 172 && (16..32).contains(&o[1]))
+            || (o[0] == 192 && o[1] == 168)
+            || o[0] == 100
+            || o[0] == 169;
+        if !private {
+            return format!("{}.{}.{}.{}", o[0], o[1], o[2], o[3]);
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    assert!(args.len() == 4, "usage: prefill TOPIC COUNT SITE_ID");
+    let (topic, count, site_id): (&str, u64, u32) =
+        (&args[1], args[2].parse().unwrap(), args[3].parse().unwrap());
+    let producer: FutureProducer = rivulet_common::kafka::base_config()
+        .set("linger.ms", "20")
+        .set("compression.type", "lz4")
+        .set("queue.buffering.max.messages", "500000")
+        .set("batch.num.messages", "10000")
+        .create()
+        .expect("producer");
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let started = Instant::now();
+    let mut pending = Vec::with_capacity(50_000);
+    for i in 0..count {
+        let ip = public_ip(&mut rng);
+        let ua = user_agent(&mut rng);
+        let ts = now - rng.below(3_600_000) as i64;
+        let custom = rng.below(5) == 0;
+        let ev = RawEvent {
+            v: RAW_EVENT_VERSION,
+            event_id: uuid::Uuid::new_v4(),
+            site_id,
+            key_id: "key_bench".into(),
+            event_type: if custom {
+                EventType::CustomEvent
+            } else {
+                EventType::Pageview
+            },
+            timestamp: ts,
+            received_at: ts,
+            ip: ip.clone(),
+            user_agent: ua.clone(),
+            event_name: custom.then(|| "signup".to_string()),
+            properties: custom.then(|| format!("{{\"plan\":\"pro\",\"n\":{}}}", rng.below(100))),
+            pathname: Some(format!("/page/{}", rng.skewed(200))),
+            hostname: Some("shop.example.com".into()),
+            querystring: Some(QUERIES[rng.below(QUERIES.len() as u64) as usize].to_string())
+                .filter(|q| !q.is_empty()),
+            page_title: Some("A page".into()),
+            referrer: Some(REFERRERS[rng.below(REFERRERS.len() as u64) as usize].to_string())
+                .filter(|r| !r.is_empty()),
+            user_id: None,
+            language: Some("en-US".into()),
+            screen_width: Some(1920),
+            screen_height: Some(1080),
+        };
+        let key = rivulet_common::kafka::message_key(site_id, None, &ip, &ua);
+        let payload = serde_json::to_vec(&ev).unwrap();
+        loop {
+            match producer.send_result(FutureRecord::to(topic).key(&key).payload(&payload)) {
+                Ok(f) => {
+                    pending.push(f);
+                    break;
+                }
+                Err(_) => {
+                    for f in pending.drain(..) {
+                        f.await.unwrap().expect("delivery");
+                    }
+                }
+            }
+        }
+        if pending.len() >= 50_000 {
+            for f in pending.drain(..) {
+                f.await.unwrap().expect("delivery");
+            }
+        }
+        if i > 0 && i % 200_000 == 0 {
+            eprintln!("prefill: {i} events");
+        }
+    }
+    for f in pending.drain(..) {
+        f.await.unwrap().expect("delivery");
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "{{\"produced\":{count},\"seconds\":{secs:.1},\"per_sec\":{:.0}}}",
+        count as f64 / secs
+    );
+}
