@@ -142,6 +142,17 @@ fn bench_device(c: &mut Criterion) {
     });
 }
 
+/// Start-up cost: reading and compiling uap-core's rules (done once per process).
+fn bench_device_build(c: &mut Criterion) {
+    let yaml = std::fs::read_to_string(ua_regexes()).expect("regexes.yaml");
+    let mut group = c.benchmark_group("device");
+    group.sample_size(10);
+    group.bench_function("build_from_yaml", |b| {
+        b.iter(|| black_box(DeviceParser::from_yaml_str(&yaml, 0).unwrap()))
+    });
+    group.finish();
+}
+
 fn bench_channel(c: &mut Criterion) {
     let cases: &[(Option<&str>, Option<&str>)] = &[
         (None, None),
@@ -198,5 +209,12 @@ fn bench_ids(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_geo, bench_device, bench_channel, bench_ids);
+criterion_group!(
+    benches,
+    bench_geo,
+    bench_device,
+    bench_device_build,
+    bench_channel,
+    bench_ids
+);
 criterion_main!(benches);
