@@ -173,27 +173,47 @@ fn log_file(name: &str) -> PathBuf {
 /// Starts `rivulet-ingest` on a free port with the stack's environment plus `extra`,
 /// and waits until it answers /_readiness.
 pub async fn start_ingest(extra: &[(&str, &str)]) -> Service {
+    let defaults = [("RATE_LIMIT_PER_SECOND", "0")];
+    spawn_service(
+        "rivulet-ingest",
+        "INGEST_ADDR",
+        &defaults,
+        extra,
+        Duration::from_secs(30),
+    )
+    .await
+}
+
+/// Starts a service binary on a free port (given in `addr_var`) with the stack's
+/// environment, `defaults`, then `extra`; output goes to a log file under
+/// `.stack/logs/tests/`; stdin is its lifeline. Waits until /_readiness answers 200.
+async fn spawn_service(
+    name: &str,
+    addr_var: &str,
+    defaults: &[(&str, &str)],
+    extra: &[(&str, &str)],
+    ready_within: Duration,
+) -> Service {
     load_stack_env();
     let port = free_port();
-    let log = log_file("ingest");
+    let log = log_file(name.trim_start_matches("rivulet-"));
     let out = std::fs::File::create(&log).unwrap();
-    let mut cmd = Command::new(binary("rivulet-ingest"));
-    cmd.env("INGEST_ADDR", format!("127.0.0.1:{port}"))
-        .env("RATE_LIMIT_PER_SECOND", "0")
+    let mut cmd = Command::new(binary(name));
+    cmd.env(addr_var, format!("127.0.0.1:{port}"))
         .env("RUST_LOG", "info")
         .env("RIVULET_STDIN_LIFELINE", "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::from(out.try_clone().unwrap()))
         .stderr(Stdio::from(out));
-    for (k, v) in extra {
+    for (k, v) in defaults.iter().chain(extra) {
         cmd.env(k, v);
     }
     let svc = Service {
-        child: cmd.spawn().expect("spawn rivulet-ingest"),
+        child: cmd.spawn().unwrap_or_else(|e| panic!("spawn {name}: {e}")),
         url: format!("http://127.0.0.1:{port}"),
         log,
     };
-    wait_ready(&svc.url, Duration::from_secs(30)).await;
+    wait_ready(&svc.url, ready_within).await;
     svc
 }
 
@@ -254,20 +274,21 @@ impl RawTopicReader {
         }
     }
 
+    /// Reads one message (waiting up to `wait`) into `seen`.
+    fn poll_one(&mut self, wait: Duration) {
+        if let Some(Ok(m)) = self.consumer.poll(wait) {
+            let key = String::from_utf8_lossy(m.key().unwrap_or_default()).to_string();
+            if let Ok(ev) = serde_json::from_slice::<RawEvent>(m.payload().unwrap_or_default()) {
+                self.seen.insert(ev.event_id.to_string(), (key, ev));
+            }
+        }
+    }
+
     /// The message key and event with this `event_id`, waiting up to `within`.
     pub fn find(&mut self, event_id: &str, within: Duration) -> Option<(String, RawEvent)> {
         let end = Instant::now() + within;
-        while Instant::now() < end {
-            if let Some(hit) = self.seen.get(event_id) {
-                return Some(hit.clone());
-            }
-            if let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(200)) {
-                let key = String::from_utf8_lossy(m.key().unwrap_or_default()).to_string();
-                if let Ok(ev) = serde_json::from_slice::<RawEvent>(m.payload().unwrap_or_default())
-                {
-                    self.seen.insert(ev.event_id.to_string(), (key, ev));
-                }
-            }
+        while !self.seen.contains_key(event_id) && Instant::now() < end {
+            self.poll_one(Duration::from_millis(200));
         }
         self.seen.get(event_id).cloned()
     }
@@ -276,13 +297,7 @@ impl RawTopicReader {
     pub fn drain(&mut self, within: Duration) -> &HashMap<String, (String, RawEvent)> {
         let end = Instant::now() + within;
         while Instant::now() < end {
-            if let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(100)) {
-                let key = String::from_utf8_lossy(m.key().unwrap_or_default()).to_string();
-                if let Ok(ev) = serde_json::from_slice::<RawEvent>(m.payload().unwrap_or_default())
-                {
-                    self.seen.insert(ev.event_id.to_string(), (key, ev));
-                }
-            }
+            self.poll_one(Duration::from_millis(100));
         }
         &self.seen
     }
@@ -320,29 +335,19 @@ pub fn geo_test_db() -> PathBuf {
 /// Starts `rivulet-enricher` with the stack's environment, the MaxMind test database, and
 /// `extra`; waits until it is ready.
 pub async fn start_enricher(extra: &[(&str, &str)]) -> Service {
-    load_stack_env();
-    let port = free_port();
-    let log = log_file("enricher");
-    let out = std::fs::File::create(&log).unwrap();
-    let mut cmd = Command::new(binary("rivulet-enricher"));
-    cmd.env("ENRICHER_ADDR", format!("127.0.0.1:{port}"))
-        .env("GEOIP_DB", geo_test_db())
-        .env("BATCH_MAX_AGE_MS", "200")
-        .env("RUST_LOG", "info")
-        .env("RIVULET_STDIN_LIFELINE", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::from(out.try_clone().unwrap()))
-        .stderr(Stdio::from(out));
-    for (k, v) in extra {
-        cmd.env(k, v);
-    }
-    let svc = Service {
-        child: cmd.spawn().expect("spawn rivulet-enricher"),
-        url: format!("http://127.0.0.1:{port}"),
-        log,
-    };
-    wait_ready(&svc.url, Duration::from_secs(60)).await;
-    svc
+    let geo = geo_test_db();
+    let defaults = [
+        ("GEOIP_DB", geo.to_str().unwrap()),
+        ("BATCH_MAX_AGE_MS", "200"),
+    ];
+    spawn_service(
+        "rivulet-enricher",
+        "ENRICHER_ADDR",
+        &defaults,
+        extra,
+        Duration::from_secs(60),
+    )
+    .await
 }
 
 /// Waits until the enricher holds partitions and the group has been stable for a second.
