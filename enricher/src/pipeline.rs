@@ -99,7 +99,8 @@ pub fn consumer(
             cfg.max_poll_interval.as_millis().to_string(),
         )
         .set("fetch.min.bytes", "1")
-        .set("queued.max.messages.kbytes", "65536");
+        // Prefetch bounded to 16 MB: enough to keep a batch filling, and it counts in RSS.
+        .set("queued.max.messages.kbytes", "16384");
     c.create_with_context(RebalanceContext::new(health))
 }
 

@@ -3,7 +3,8 @@
 //!   prefill TOPIC COUNT SITE_ID
 //!
 //! User agents: a synthetic mix from templates of real browsers/OSes/devices and bots
-//! with varying versions (a few thousand distinct strings, popular ones far more often);
+//! with varying versions (the last few releases, a handful of builds each; popular ones far
+//! more often; the count of distinct strings is printed);
 //! IPs: random public IPv4 (10 % IPv6); paths, referrers and UTM tags varied.
 
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
@@ -72,12 +73,13 @@ impl Rng {
 
 fn user_agent(rng: &mut Rng) -> String {
     let t = TEMPLATES[rng.skewed(TEMPLATES.len() as u64) as usize];
-    let m = 100 + rng.skewed(40);
+    // Real traffic concentrates on the last few releases, each with a handful of builds.
+    let m = 131 - rng.skewed(12);
     t.replace("{M}", &m.to_string())
-        .replace("{P}", &(4000 + rng.skewed(2000)).to_string())
-        .replace("{Q}", &rng.skewed(10).to_string())
-        .replace("{A}", &(8 + rng.skewed(7)).to_string())
-        .replace("{I}", &(14 + rng.skewed(5)).to_string())
+        .replace("{P}", &(6700 + 10 * rng.skewed(8)).to_string())
+        .replace("{Q}", &rng.skewed(5).to_string())
+        .replace("{A}", &(14 - rng.skewed(6)).to_string())
+        .replace("{I}", &(18 - rng.skewed(5)).to_string())
 }
 
 fn public_ip(rng: &mut Rng) -> String {
@@ -129,9 +131,11 @@ async fn main() {
         .as_millis() as i64;
     let started = Instant::now();
     let mut pending = Vec::with_capacity(50_000);
+    let mut distinct_uas = std::collections::HashSet::new();
     for i in 0..count {
         let ip = public_ip(&mut rng);
         let ua = user_agent(&mut rng);
+        distinct_uas.insert(ua.clone());
         let ts = now - rng.below(3_600_000) as i64;
         let custom = rng.below(5) == 0;
         let ev = RawEvent {
@@ -192,7 +196,8 @@ async fn main() {
     producer.flush(Duration::from_secs(30)).unwrap();
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "{{\"produced\":{count},\"seconds\":{secs:.1},\"per_sec\":{:.0}}}",
+        "{{\"produced\":{count},\"distinct_user_agents\":{},\"seconds\":{secs:.1},\"per_sec\":{:.0}}}",
+        distinct_uas.len(),
         count as f64 / secs
     );
 }
