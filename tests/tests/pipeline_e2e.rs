@@ -190,7 +190,10 @@ async fn one_visitor_one_session_and_a_new_one_after_30_minutes() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    let t0 = now - 3 * 3600 * 1000;
+    // All events on one UTC day (visitor ids rotate with the daily salt at midnight):
+    // 01:00 UTC yesterday, well inside the accepted 7-day window.
+    let day_ms = 86_400_000;
+    let t0 = (now / day_ms - 1) * day_ms + 3_600_000;
     // Five events 5 minutes apart (one session), then one 31 minutes after the last.
     let offsets_min = [0, 5, 10, 15, 20, 51];
     let mut ids = Vec::new();
