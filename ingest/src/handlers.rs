@@ -119,6 +119,24 @@ async fn publish(st: &AppState, raw: &RawEvent) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// The key check (401/404) and then the key's rate limit (429): one unit per request,
+/// whether it carries one event or a batch.
+async fn admit(
+    st: &AppState,
+    obj: &Map<String, Value>,
+    site_id: u32,
+) -> Result<crate::auth::KeyInfo, IngestError> {
+    let key = st
+        .auth
+        .authorize(obj.get("api_key").and_then(Value::as_str), site_id)
+        .await?;
+    if !st.limiter.allow(&key.key_id).await {
+        metrics::counter!("ingest_rate_limited_total").increment(1);
+        return Err(IngestError::RateLimited(st.limiter.limit()));
+    }
+    Ok(key)
+}
+
 pub async fn track(
     State(st): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -127,14 +145,7 @@ pub async fn track(
 ) -> Result<Response, IngestError> {
     let obj = read_object(&st, &headers, body, st.cfg.max_body_bytes).await?;
     let ev = validate_event(&obj).map_err(IngestError::InvalidPayload)?;
-    let key = st
-        .auth
-        .authorize(obj.get("api_key").and_then(Value::as_str), ev.site_id)
-        .await?;
-    if !st.limiter.allow(&key.key_id).await {
-        metrics::counter!("ingest_rate_limited_total").increment(1);
-        return Err(IngestError::RateLimited(st.limiter.limit()));
-    }
+    let key = admit(&st, &obj, ev.site_id).await?;
     let raw = raw_event(ev, &key.key_id, &Origin::new(peer, &headers), &st, now_ms());
     publish(&st, &raw).await.map_err(|e| {
         tracing::warn!(error = %e, "event not acknowledged by Kafka");
@@ -172,14 +183,7 @@ pub async fn track_batch(
     // The envelope carries site_id and api_key; validate it as an event of its own.
     let envelope = validate_event(&envelope_fields(&obj)).map_err(IngestError::InvalidPayload)?;
     let site_id = envelope.site_id;
-    let key = st
-        .auth
-        .authorize(obj.get("api_key").and_then(Value::as_str), site_id)
-        .await?;
-    if !st.limiter.allow(&key.key_id).await {
-        metrics::counter!("ingest_rate_limited_total").increment(1);
-        return Err(IngestError::RateLimited(st.limiter.limit()));
-    }
+    let key = admit(&st, &obj, site_id).await?;
     let origin = Origin::new(peer, &headers);
     let received_at = now_ms();
     let mut results: Vec<Option<BatchItem>> = Vec::with_capacity(events.len());
