@@ -17,7 +17,8 @@ pub struct IngestConfig {
     pub rate_limit_per_second: u32,
     /// `KAFKA_ACK_TIMEOUT_MS`, default 5000: longest wait for the broker's ack before 503.
     pub kafka_ack_timeout: Duration,
-    /// `KAFKA_LINGER_MS`, default 5.
+    /// `KAFKA_LINGER_MS`, default 1: each request waits for its ack, so linger is latency;
+    /// under load batches fill while earlier requests are in flight anyway.
     pub kafka_linger_ms: u32,
     /// `KAFKA_QUEUE_MAX_MESSAGES`, default 100000: producer queue; full → callers wait.
     pub kafka_queue_max_messages: u32,
@@ -49,7 +50,7 @@ impl IngestConfig {
             topic: kafka::topic_raw(),
             rate_limit_per_second: config::parse("RATE_LIMIT_PER_SECOND", 20)?,
             kafka_ack_timeout: config::millis("KAFKA_ACK_TIMEOUT_MS", 5000)?,
-            kafka_linger_ms: config::parse("KAFKA_LINGER_MS", 5)?,
+            kafka_linger_ms: config::parse("KAFKA_LINGER_MS", 1)?,
             kafka_queue_max_messages: config::parse("KAFKA_QUEUE_MAX_MESSAGES", 100_000)?,
             max_body_bytes: config::parse("MAX_BODY_BYTES", 64 * 1024)?,
             max_batch_bytes: config::parse("MAX_BATCH_BYTES", 1024 * 1024)?,

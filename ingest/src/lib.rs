@@ -75,7 +75,7 @@ impl Ingest {
             queue_max_messages: cfg.kafka_queue_max_messages,
         })?;
         let state = AppState {
-            limiter: Arc::new(RateLimiter::new(cfg.rate_limit_per_second, redis.clone())),
+            limiter: RateLimiter::new(cfg.rate_limit_per_second, redis.clone()),
             cfg: Arc::new(cfg),
             auth,
             sink: kafka.clone() as Arc<dyn EventSink>,
