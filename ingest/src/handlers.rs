@@ -3,6 +3,7 @@
 use crate::api::{self, BatchItem, BatchResponse, IngestError};
 use crate::client_ip::client_ip;
 use crate::decode;
+use crate::sink::Record;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
@@ -105,7 +106,8 @@ fn raw_event(
     }
 }
 
-async fn publish(st: &AppState, raw: &RawEvent) -> Result<(), String> {
+/// The Kafka message of an event: keyed by visitor, JSON payload.
+fn record(raw: &RawEvent) -> Result<Record, String> {
     let key = rivulet_common::kafka::message_key(
         raw.site_id,
         raw.user_id.as_deref(),
@@ -113,10 +115,29 @@ async fn publish(st: &AppState, raw: &RawEvent) -> Result<(), String> {
         &raw.user_agent,
     );
     let payload = serde_json::to_vec(raw).map_err(|e| e.to_string())?;
-    st.sink
-        .publish(&key, &payload)
-        .await
-        .map_err(|e| e.to_string())
+    Ok(Record { key, payload })
+}
+
+/// Publishes the events and waits for Kafka's acks: one outcome per event, in order.
+async fn publish(st: &AppState, raws: &[RawEvent]) -> Vec<Result<(), String>> {
+    let mut outcomes: Vec<Result<(), String>> = Vec::with_capacity(raws.len());
+    let mut records = Vec::with_capacity(raws.len());
+    for raw in raws {
+        match record(raw) {
+            Ok(r) => {
+                records.push(r);
+                outcomes.push(Ok(()));
+            }
+            Err(e) => outcomes.push(Err(e)),
+        }
+    }
+    let mut acks = st.sink.publish_all(&records).await.into_iter();
+    for outcome in outcomes.iter_mut().filter(|o| o.is_ok()) {
+        if let Some(Err(e)) = acks.next() {
+            *outcome = Err(e.to_string());
+        }
+    }
+    outcomes
 }
 
 /// The key check (401/404) and then the key's rate limit (429): one unit per request,
@@ -147,10 +168,10 @@ pub async fn track(
     let ev = validate_event(&obj).map_err(IngestError::InvalidPayload)?;
     let key = admit(&st, &obj, ev.site_id).await?;
     let raw = raw_event(ev, &key.key_id, &Origin::new(peer, &headers), &st, now_ms());
-    publish(&st, &raw).await.map_err(|e| {
+    if let Some(Err(e)) = publish(&st, std::slice::from_ref(&raw)).await.pop() {
         tracing::warn!(error = %e, "event not acknowledged by Kafka");
-        IngestError::Unavailable("the event could not be stored")
-    })?;
+        return Err(IngestError::Unavailable("the event could not be stored"));
+    }
     metrics::counter!("ingest_events_accepted_total").increment(1);
     Ok(api::success())
 }
@@ -200,10 +221,10 @@ pub async fn track_batch(
             })),
         }
     }
-    let outcomes =
-        futures::future::join_all(pending.iter().map(|(_, raw)| publish(&st, raw))).await;
+    let (places, raws): (Vec<usize>, Vec<RawEvent>) = pending.into_iter().unzip();
+    let outcomes = publish(&st, &raws).await;
     let (mut accepted, mut failed) = (0, 0);
-    for ((i, raw), outcome) in pending.into_iter().zip(outcomes) {
+    for ((i, raw), outcome) in places.into_iter().zip(raws).zip(outcomes) {
         let event_id = raw.event_id.to_string();
         results[i] = Some(match outcome {
             Ok(()) => {

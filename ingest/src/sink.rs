@@ -26,13 +26,19 @@ pub enum SinkError {
     Rejected(String),
 }
 
+/// One message for `events.raw`.
+pub struct Record {
+    pub key: String,
+    pub payload: Vec<u8>,
+}
+
 /// A destination for events. Behind a trait so router tests can run without Kafka.
 pub trait EventSink: Send + Sync {
-    fn publish<'a>(
+    /// Publishes the records and waits for their acks: one result per record, in order.
+    fn publish_all<'a>(
         &'a self,
-        key: &'a str,
-        payload: &'a [u8],
-    ) -> BoxFuture<'a, Result<(), SinkError>>;
+        records: &'a [Record],
+    ) -> BoxFuture<'a, Vec<Result<(), SinkError>>>;
     fn is_ready(&self) -> bool;
     fn queue_depth(&self) -> usize;
     fn flush(&self, timeout: Duration);
@@ -130,44 +136,60 @@ fn build_producer(s: &KafkaSettings) -> Result<FutureProducer, KafkaError> {
 }
 
 impl EventSink for KafkaSink {
-    fn publish<'a>(
+    fn publish_all<'a>(
         &'a self,
-        key: &'a str,
-        payload: &'a [u8],
-    ) -> BoxFuture<'a, Result<(), SinkError>> {
+        records: &'a [Record],
+    ) -> BoxFuture<'a, Vec<Result<(), SinkError>>> {
         Box::pin(async move {
             if !self.up.load(Ordering::Relaxed) {
-                return Err(SinkError::Unavailable);
+                return records
+                    .iter()
+                    .map(|_| Err(SinkError::Unavailable))
+                    .collect();
             }
             let deadline = Instant::now() + self.settings.ack_timeout;
             let producer = self.producer();
-            let mut record = FutureRecord::to(&self.settings.topic)
-                .key(key)
-                .payload(payload);
-            let delivery = loop {
-                match producer.send_result(record) {
-                    Ok(delivery) => break delivery,
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                        // Backpressure: wait for the queue to drain rather than grow memory.
-                        if Instant::now() >= deadline {
-                            return Err(SinkError::Timeout);
+            // Enqueue everything first, so that one batch's messages share produce requests.
+            let mut deliveries = Vec::with_capacity(records.len());
+            for r in records {
+                let mut record = FutureRecord::to(&self.settings.topic)
+                    .key(&r.key)
+                    .payload(&r.payload);
+                let enqueued = loop {
+                    match producer.send_result(record) {
+                        Ok(delivery) => break Ok(delivery),
+                        Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                            // Backpressure: wait for the queue to drain rather than grow memory.
+                            if Instant::now() >= deadline {
+                                break Err(SinkError::Timeout);
+                            }
+                            record = back;
+                            tokio::time::sleep(Duration::from_millis(2)).await;
                         }
-                        record = back;
-                        tokio::time::sleep(Duration::from_millis(2)).await;
+                        Err((e, _)) => break Err(SinkError::Rejected(e.to_string())),
                     }
-                    Err((e, _)) => return Err(SinkError::Rejected(e.to_string())),
-                }
-            };
-            // librdkafka fails the message itself at message.timeout.ms; the extra second
-            // only guards against a lost callback.
-            match tokio::time::timeout_at(deadline + Duration::from_secs(1), delivery).await {
-                Ok(Ok(Ok(_))) => Ok(()),
-                Ok(Ok(Err((e, _)))) => {
-                    tracing::warn!(error = %e, "Kafka delivery failed");
-                    Err(SinkError::Timeout)
-                }
-                Ok(Err(_)) | Err(_) => Err(SinkError::Timeout),
+                };
+                deliveries.push(enqueued);
             }
+            let acks = futures::future::join_all(deliveries.into_iter().map(|d| async move {
+                match d?.await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err((e, _))) => Err(SinkError::Rejected(e.to_string())),
+                    Err(_) => Err(SinkError::Timeout),
+                }
+            }));
+            // librdkafka fails a message itself at message.timeout.ms; the extra second
+            // only guards against a lost callback. One timer for the whole batch.
+            let results =
+                match tokio::time::timeout_at(deadline + Duration::from_secs(1), acks).await {
+                    Ok(results) => results,
+                    Err(_) => records.iter().map(|_| Err(SinkError::Timeout)).collect(),
+                };
+            if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
+                let failed = results.iter().filter(|r| r.is_err()).count();
+                tracing::warn!(error = %e, failed, of = records.len(), "Kafka delivery failed");
+            }
+            results
         })
     }
 

@@ -7,6 +7,10 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
+// The same allocator as rivulet-ingest, so that the ratio compares the work, not malloc.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 async fn track(body: Bytes) -> Json<Value> {
     let parsed: Result<serde_json::Map<String, Value>, _> = serde_json::from_slice(&body);
     Json(json!({"success": parsed.is_ok()}))
