@@ -1,0 +1,354 @@
+//! The fault suite: a steady stream of events through two ingests and two enrichers on
+//! the real stack while, in turn, an enricher is killed with SIGKILL, the Kafka broker
+//! restarts, ClickHouse and Redis stop for a while, and each ingest restarts on SIGTERM.
+//! The client retries on 503 and connection errors with the same `event_id` (and
+//! `timestamp`), failing over to the other ingest, as the SDK does.
+//!
+//! At the end, every event that got a 200 must be in ClickHouse exactly once after
+//! dedup, and no event, acknowledged or not, may be counted twice. The summary gives
+//! events sent, acknowledged, stored, lost, duplicates, and the time each fault took to
+//! recover from (a fresh probe event sent after the fault, until it is queryable).
+//!
+//! `CHAOS_PROFILE=short` (default, run by `cargo test` in CI) uses short outages and one
+//! of each fault; `CHAOS_PROFILE=full` (`scripts/chaos`) runs the whole sequence of the
+//! issue: SIGKILL an enricher twice, restart Kafka, ClickHouse down 30 s, Redis down 20 s,
+//! SIGTERM each ingest. `CHAOS_RATE` sets events per second (default 100 / 200).
+//!
+//! The test stops and starts the stack's services: it runs alone in its test binary.
+
+use rivulet_tests::*;
+use serde_json::json;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    KillEnricher,
+    RestartKafka,
+    StopClickHouse(Duration),
+    StopRedis(Duration),
+    RestartIngest(usize),
+}
+
+impl Fault {
+    fn name(&self) -> String {
+        match self {
+            Fault::KillEnricher => "SIGKILL an enricher".into(),
+            Fault::RestartKafka => "restart the Kafka broker".into(),
+            Fault::StopClickHouse(d) => format!("ClickHouse down {} s", d.as_secs()),
+            Fault::StopRedis(d) => format!("Redis down {} s", d.as_secs()),
+            Fault::RestartIngest(i) => format!("SIGTERM + restart ingest {}", i + 1),
+        }
+    }
+}
+
+struct Profile {
+    rate: u64,
+    faults: Vec<Fault>,
+    /// Steady stream between faults.
+    pause: Duration,
+}
+
+fn profile() -> Profile {
+    let full = std::env::var("CHAOS_PROFILE").as_deref() == Ok("full");
+    let rate = std::env::var("CHAOS_RATE")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(if full { 200 } else { 100 });
+    let secs = Duration::from_secs;
+    if full {
+        Profile {
+            rate,
+            faults: vec![
+                Fault::KillEnricher,
+                Fault::KillEnricher,
+                Fault::RestartKafka,
+                Fault::StopClickHouse(secs(30)),
+                Fault::StopRedis(secs(20)),
+                Fault::RestartIngest(0),
+                Fault::RestartIngest(1),
+            ],
+            pause: secs(10),
+        }
+    } else {
+        Profile {
+            rate,
+            faults: vec![
+                Fault::KillEnricher,
+                Fault::RestartKafka,
+                Fault::StopClickHouse(secs(10)),
+                Fault::StopRedis(secs(5)),
+                Fault::RestartIngest(0),
+            ],
+            pause: secs(3),
+        }
+    }
+}
+
+/// What the client saw.
+#[derive(Default)]
+struct Ledger {
+    sent: u64,
+    acked: HashSet<String>,
+    gave_up: u64,
+}
+
+struct Client {
+    http: reqwest::Client,
+    ingests: RwLock<Vec<String>>,
+    key: String,
+    site: u32,
+    ledger: Mutex<Ledger>,
+    retries: AtomicU64,
+    next: AtomicU64,
+}
+
+impl Client {
+    /// Sends one event until an ingest answers 200 (or two minutes pass), alternating
+    /// ingests; returns whether it was acknowledged.
+    async fn send(&self, event_id: &str, path: &str) -> bool {
+        let ts = time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap();
+        let body = json!({"api_key": self.key, "site_id": self.site, "event_id": event_id,
+            "timestamp": ts, "pathname": path,
+            "ip_address": format!("81.2.69.{}", self.next.fetch_add(1, Ordering::Relaxed) % 250),
+            "user_agent": "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0"});
+        let start = Instant::now();
+        let mut attempt = self.next.load(Ordering::Relaxed) as usize;
+        let mut backoff = Duration::from_millis(100);
+        while start.elapsed() < Duration::from_secs(120) {
+            let url = {
+                let ingests = self.ingests.read().unwrap();
+                ingests[attempt % ingests.len()].clone()
+            };
+            let r = self
+                .http
+                .post(format!("{url}/api/track"))
+                .timeout(Duration::from_secs(10))
+                .json(&body)
+                .send()
+                .await;
+            match r.map(|r| r.status().as_u16()) {
+                Ok(200) => return true,
+                // Retryable, as in the SDK: 429, 5xx, time-outs and connection errors.
+                Ok(429) | Ok(500..=599) | Err(_) => {}
+                Ok(s) => panic!("event {event_id}: unexpected status {s}"),
+            }
+            self.retries.fetch_add(1, Ordering::Relaxed);
+            attempt += 1;
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+        false
+    }
+
+    async fn send_and_record(self: Arc<Self>, event_id: String) {
+        self.ledger.lock().unwrap().sent += 1;
+        let ok = self.send(&event_id, "/chaos").await;
+        let mut ledger = self.ledger.lock().unwrap();
+        if ok {
+            ledger.acked.insert(event_id);
+        } else {
+            ledger.gave_up += 1;
+        }
+    }
+}
+
+async fn count(sql: &str) -> u64 {
+    db().await
+        .client
+        .query(sql)
+        .fetch_one::<u64>()
+        .await
+        .unwrap()
+}
+
+/// Time until probe events sent now are acknowledged and queryable in ClickHouse: twelve
+/// visitors, so that (by their keys) every partition is very likely probed.
+async fn probe(client: &Arc<Client>) -> Duration {
+    let started = Instant::now();
+    let ids: Vec<String> = (0..12).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+    let sends = ids.iter().map(|id| {
+        let client = client.clone();
+        let id = id.clone();
+        async move {
+            client.ledger.lock().unwrap().sent += 1;
+            assert!(
+                client.send(&id, "/probe").await,
+                "a probe was never acknowledged"
+            );
+            client.ledger.lock().unwrap().acked.insert(id);
+        }
+    });
+    futures::future::join_all(sends).await;
+    let list = ids
+        .iter()
+        .map(|id| format!("'{id}'"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let sql = format!(
+        "SELECT uniqExact(event_id) FROM events WHERE site_id = {} AND event_id IN ({list})",
+        client.site
+    );
+    let n = wait_count(&sql, ids.len() as u64, Duration::from_secs(180)).await;
+    assert_eq!(n, ids.len() as u64, "probe events never reached ClickHouse");
+    started.elapsed()
+}
+
+fn report(
+    recoveries: &mut Vec<(String, Duration)>,
+    fault: &Fault,
+    took: Duration,
+    started: Instant,
+) {
+    eprintln!(
+        "[chaos {:>4} s]   recovered in {took:.1?}",
+        started.elapsed().as_secs()
+    );
+    recoveries.push((fault.name(), took));
+}
+
+fn blocking_stack(args: &'static [&'static str]) -> tokio::task::JoinHandle<()> {
+    tokio::task::spawn_blocking(move || stack(args))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_acknowledged_is_lost_under_faults() {
+    let p = profile();
+    let started = Instant::now();
+    let (site, key) = site_with_key().await;
+    let mut ingests = vec![start_ingest(&[]).await, start_ingest(&[]).await];
+    let mut enrichers = vec![start_enricher(&[]).await, start_enricher(&[]).await];
+    for e in &enrichers {
+        wait_assigned(e).await;
+    }
+    let client = Arc::new(Client {
+        http: http(),
+        ingests: RwLock::new(ingests.iter().map(|s| s.url.clone()).collect()),
+        key,
+        site,
+        ledger: Mutex::new(Ledger::default()),
+        retries: AtomicU64::new(0),
+        next: AtomicU64::new(0),
+    });
+
+    // The steady stream: one new event every 1/rate seconds, each retried on its own.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stream = {
+        let (client, stop, rate) = (client.clone(), stop.clone(), p.rate);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
+            let mut inflight = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                tick.tick().await;
+                let id = uuid::Uuid::new_v4().to_string();
+                inflight.push(tokio::spawn(client.clone().send_and_record(id)));
+            }
+            futures::future::join_all(inflight).await;
+        })
+    };
+
+    let mut recoveries: Vec<(String, Duration)> = Vec::new();
+    tokio::time::sleep(p.pause).await;
+    for fault in &p.faults {
+        eprintln!(
+            "[chaos {:>4} s] {}",
+            started.elapsed().as_secs(),
+            fault.name()
+        );
+        match *fault {
+            Fault::KillEnricher => {
+                // Recovery is the survivor taking over the dead one's partitions; the
+                // replacement starts after the probe.
+                enrichers.remove(0).kill9();
+                let took = probe(&client).await;
+                enrichers.push(start_enricher(&[]).await);
+                report(&mut recoveries, fault, took, started);
+                tokio::time::sleep(p.pause).await;
+                continue;
+            }
+            Fault::RestartKafka => blocking_stack(&["restart", "kafka"]).await.unwrap(),
+            Fault::StopClickHouse(d) => {
+                blocking_stack(&["stop", "clickhouse"]).await.unwrap();
+                tokio::time::sleep(d).await;
+                blocking_stack(&["start", "clickhouse"]).await.unwrap();
+            }
+            Fault::StopRedis(d) => {
+                blocking_stack(&["stop", "redis"]).await.unwrap();
+                tokio::time::sleep(d).await;
+                blocking_stack(&["start", "redis"]).await.unwrap();
+            }
+            Fault::RestartIngest(i) => {
+                let mut old = std::mem::replace(&mut ingests[i], start_ingest(&[]).await);
+                client.ingests.write().unwrap()[i] = ingests[i].url.clone();
+                let clean =
+                    tokio::task::spawn_blocking(move || old.terminate(Duration::from_secs(30)))
+                        .await
+                        .unwrap();
+                assert!(clean, "ingest did not exit cleanly on SIGTERM");
+            }
+        }
+        let took = probe(&client).await;
+        report(&mut recoveries, fault, took, started);
+        tokio::time::sleep(p.pause).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    stream.await.unwrap();
+
+    // Everything acknowledged must arrive; then count what is stored.
+    let (sent, acked, gave_up) = {
+        let l = client.ledger.lock().unwrap();
+        (l.sent, l.acked.clone(), l.gave_up)
+    };
+    let uniq = format!("SELECT uniqExact(event_id) FROM events WHERE site_id = {site}");
+    wait_count(&uniq, acked.len() as u64, Duration::from_secs(180)).await;
+    // Give redeliveries in flight a moment to land, so that duplicates would be seen.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let stored_ids: Vec<String> = db()
+        .await
+        .client
+        .query(&format!(
+            "SELECT DISTINCT toString(event_id) FROM events WHERE site_id = {site}"
+        ))
+        .fetch_all::<String>()
+        .await
+        .unwrap();
+    let stored: HashSet<String> = stored_ids.into_iter().collect();
+    let lost = acked.difference(&stored).count();
+    let rows_final = count(&format!(
+        "SELECT count() FROM events FINAL WHERE site_id = {site}"
+    ))
+    .await;
+    let duplicates = rows_final.saturating_sub(stored.len() as u64);
+    // Rows before dedup: redeliveries after a SIGKILL and client retries show up here.
+    let rows_raw = count(&format!(
+        "SELECT count() FROM events WHERE site_id = {site}"
+    ))
+    .await;
+    let summary = json!({
+        "profile": std::env::var("CHAOS_PROFILE").unwrap_or_else(|_| "short".into()),
+        "rate_per_sec": p.rate,
+        "events_sent": sent,
+        "acknowledged": acked.len(),
+        "never_acknowledged": gave_up,
+        "stored": stored.len(),
+        "lost": lost,
+        "rows_before_dedup": rows_raw,
+        "duplicates_after_dedup": duplicates,
+        "client_retries": client.retries.load(Ordering::Relaxed),
+        "recovery_seconds": recoveries.iter().map(|(n, d)| json!({"fault": n, "seconds": (d.as_secs_f64() * 10.0).round() / 10.0})).collect::<Vec<_>>(),
+        "duration_seconds": started.elapsed().as_secs(),
+    });
+    let text = serde_json::to_string_pretty(&summary).unwrap();
+    eprintln!("{text}");
+    let out = repo_root().join("artifacts");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("chaos.json"), &text).unwrap();
+    assert_eq!(lost, 0, "acknowledged events were lost");
+    assert_eq!(duplicates, 0, "events counted twice after dedup");
+    assert_eq!(gave_up, 0, "events the client could never get acknowledged");
+    assert!(acked.len() as u64 > p.rate, "the stream barely ran");
+}
