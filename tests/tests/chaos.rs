@@ -220,7 +220,7 @@ async fn nothing_acknowledged_is_lost_under_faults() {
     let p = profile();
     let started = Instant::now();
     let (site, key) = site_with_key().await;
-    let mut ingests = vec![start_ingest(&[]).await, start_ingest(&[]).await];
+    let mut ingests = [start_ingest(&[]).await, start_ingest(&[]).await];
     let mut enrichers = vec![start_enricher(&[]).await, start_enricher(&[]).await];
     for e in &enrichers {
         wait_assigned(e).await;
