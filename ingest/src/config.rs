@@ -29,6 +29,16 @@ pub struct IngestConfig {
     pub max_batch_events: usize,
     /// `REQUEST_BODY_TIMEOUT_MS`, default 10000: a client that does not finish its body in time gets 408.
     pub body_timeout: Duration,
+    /// `HEADER_READ_TIMEOUT_MS`, default 10000: a request head not complete this long after
+    /// its first byte closes the connection (slowloris).
+    pub header_read_timeout: Duration,
+    /// `KEEP_ALIVE_TIMEOUT_MS`, default 75000: a connection with no request in progress is
+    /// closed after this; longer than common load balancers' idle timeout (60 s), so they
+    /// never reuse a connection ingest is closing.
+    pub keep_alive_timeout: Duration,
+    /// `MAX_CONNECTIONS`, default 20000: open client connections; past it new ones wait in
+    /// the listen backlog. Lowered at startup to fit RLIMIT_NOFILE (less a reserve).
+    pub max_connections: usize,
     /// `TRUSTED_PROXIES`: comma-separated IPs/CIDRs whose X-Forwarded-For is believed.
     pub trusted_proxies: TrustedProxies,
     /// `KEY_CACHE_TTL_MS` (L1, default 5000), `KEY_CACHE_REDIS_TTL_SECS` (default 300),
@@ -56,6 +66,9 @@ impl IngestConfig {
             max_batch_bytes: config::parse("MAX_BATCH_BYTES", 1024 * 1024)?,
             max_batch_events: config::parse("MAX_BATCH_EVENTS", 500)?,
             body_timeout: config::millis("REQUEST_BODY_TIMEOUT_MS", 10_000)?,
+            header_read_timeout: config::millis("HEADER_READ_TIMEOUT_MS", 10_000)?,
+            keep_alive_timeout: config::millis("KEEP_ALIVE_TIMEOUT_MS", 75_000)?,
+            max_connections: config::parse("MAX_CONNECTIONS", 20_000)?,
             trusted_proxies: TrustedProxies::parse(&trusted)
                 .map_err(|e| CommonError::Config(format!("TRUSTED_PROXIES={trusted:?}: {e}")))?,
             l1_ttl: config::millis("KEY_CACHE_TTL_MS", 5000)?,

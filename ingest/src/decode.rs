@@ -10,7 +10,11 @@ use std::io::Read;
 use std::time::Duration;
 
 /// Reads the whole body, failing with 413 past `limit` bytes and 408 past `timeout`.
+/// A `Content-Length` over the limit is refused before a byte of the body is read.
 pub async fn read_body(body: Body, limit: usize, timeout: Duration) -> Result<Bytes, IngestError> {
+    if hyper::body::Body::size_hint(&body).lower() > limit as u64 {
+        return Err(IngestError::TooLarge(limit));
+    }
     match tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await {
         Err(_) => Err(IngestError::BodyTimeout),
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
@@ -122,5 +126,198 @@ mod tests {
         }
         let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
         assert!(parse_object(deep.as_bytes()).is_err());
+    }
+
+    mod props {
+        use super::*;
+        use axum::http::StatusCode;
+        use proptest::prelude::*;
+        use serde_json::json;
+
+        const LIMIT: usize = 4096;
+
+        /// The documented error shape: `{"success":false,"error":…}` with the status of
+        /// its kind, and a decode error is only ever one of these kinds.
+        fn assert_error_shape(e: &IngestError) -> Result<(), TestCaseError> {
+            let body = e.body();
+            prop_assert_eq!(&body["success"], &json!(false));
+            let msg = body["error"].as_str().unwrap_or_default().to_string();
+            match e {
+                IngestError::InvalidJson(_) => {
+                    prop_assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+                    prop_assert!(msg.starts_with("Invalid JSON body: "), "{}", msg);
+                }
+                IngestError::TooLarge(limit) => {
+                    prop_assert_eq!(e.status(), StatusCode::PAYLOAD_TOO_LARGE);
+                    prop_assert_eq!(*limit, LIMIT);
+                }
+                IngestError::UnsupportedEncoding(_) => {
+                    prop_assert_eq!(e.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE)
+                }
+                IngestError::BodyTimeout => {
+                    prop_assert_eq!(e.status(), StatusCode::REQUEST_TIMEOUT)
+                }
+                other => prop_assert!(false, "not a decode error: {:?}", other),
+            }
+            prop_assert!(body.get("details").is_none());
+            Ok(())
+        }
+
+        fn json_value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(|n| json!(n)),
+                any::<u64>().prop_map(|n| json!(n)),
+                any::<f64>()
+                    .prop_filter("finite", |f| f.is_finite())
+                    .prop_map(|f| json!(f)),
+                any::<String>().prop_map(Value::String),
+            ];
+            leaf.prop_recursive(6, 128, 8, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+                    prop::collection::btree_map(any::<String>(), inner, 0..8)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        /// Equal, but for floats within 1 ulp or so: serde_json's default float parser
+        /// (without `float_roundtrip`) may read back the neighbour of what it printed.
+        fn same(a: &Value, b: &Value) -> bool {
+            match (a, b) {
+                (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
+                    let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+                    x == y || (x - y).abs() <= x.abs().max(y.abs()) * 4.0 * f64::EPSILON
+                }
+                (Value::Array(x), Value::Array(y)) => {
+                    x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y))
+                }
+                (Value::Object(x), Value::Object(y)) => {
+                    x.len() == y.len()
+                        && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+                }
+                _ => a == b,
+            }
+        }
+
+        /// A gzip stream, then damaged: bytes overwritten, and possibly cut short.
+        fn damaged_gzip() -> impl Strategy<Value = Vec<u8>> {
+            (
+                prop::collection::vec(any::<u8>(), 0..2048),
+                prop::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+                any::<Option<usize>>(),
+            )
+                .prop_map(|(data, edits, cut)| {
+                    let mut z = gzip(&data).to_vec();
+                    for (at, b) in edits {
+                        let i = at % z.len();
+                        z[i] = b;
+                    }
+                    if let Some(c) = cut {
+                        z.truncate(c % (z.len() + 1));
+                    }
+                    z
+                })
+        }
+
+        fn read(body: Body) -> Result<Bytes, IngestError> {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap()
+                .block_on(read_body(body, LIMIT, Duration::from_secs(5)))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            // Any bytes: an object, or 400 in the documented shape; never a panic.
+            #[test]
+            fn any_bytes_parse_or_400(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+                match parse_object(&bytes) {
+                    Ok(_) => prop_assert!(std::str::from_utf8(&bytes).is_ok()),
+                    Err(e) => {
+                        prop_assert!(matches!(e, IngestError::InvalidJson(_)));
+                        assert_error_shape(&e)?;
+                    }
+                }
+            }
+
+            // Any JSON value: accepted exactly when it is an object, unchanged.
+            #[test]
+            fn any_json_value_objects_only(v in json_value()) {
+                let text = serde_json::to_vec(&v).unwrap();
+                match (parse_object(&text), &v) {
+                    (Ok(map), Value::Object(_)) => prop_assert!(same(&Value::Object(map), &v)),
+                    (Err(e), Value::Object(_)) => prop_assert!(false, "an object was refused: {}", e),
+                    (Ok(_), _) => prop_assert!(false, "a non-object was accepted"),
+                    (Err(e), _) => assert_error_shape(&e)?,
+                }
+            }
+
+            // Any bytes declared as gzip: decoded within the limit, or 400/413.
+            #[test]
+            fn any_bytes_as_gzip(bytes in prop::collection::vec(any::<u8>(), 0..1024)) {
+                match decode_content(Some("gzip"), Bytes::from(bytes), LIMIT) {
+                    Ok(out) => prop_assert!(out.len() <= LIMIT),
+                    Err(e) => assert_error_shape(&e)?,
+                }
+            }
+
+            // Damaged gzip streams: never a panic, never more than the limit.
+            #[test]
+            fn damaged_gzip_streams(z in damaged_gzip()) {
+                match decode_content(Some("gzip"), Bytes::from(z), LIMIT) {
+                    Ok(out) => prop_assert!(out.len() <= LIMIT),
+                    Err(e) => assert_error_shape(&e)?,
+                }
+            }
+
+            // Valid gzip: the original back when it fits, else 413.
+            #[test]
+            fn gzip_round_trip_or_413(data in prop::collection::vec(any::<u8>(), 0..(2 * LIMIT))) {
+                match decode_content(Some("gzip"), gzip(&data), LIMIT) {
+                    Ok(out) => prop_assert_eq!(&out[..], &data[..]),
+                    Err(e) => {
+                        prop_assert!(data.len() > LIMIT);
+                        prop_assert!(matches!(e, IngestError::TooLarge(_)));
+                    }
+                }
+            }
+
+            // Any Content-Encoding header: identity and gzip only, otherwise 415.
+            #[test]
+            fn any_encoding(enc in "\\PC{0,12}", data in prop::collection::vec(any::<u8>(), 0..64)) {
+                let known = matches!(enc.trim().to_ascii_lowercase().as_str(), "" | "identity" | "gzip" | "x-gzip");
+                match decode_content(Some(&enc), Bytes::from(data), LIMIT) {
+                    Ok(_) => prop_assert!(known),
+                    Err(e) => {
+                        prop_assert!(known || matches!(e, IngestError::UnsupportedEncoding(_)));
+                        assert_error_shape(&e)?;
+                    }
+                }
+            }
+
+            // A body in any chunks, with or without a length: whole when it fits, else 413.
+            #[test]
+            fn body_in_chunks(chunks in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..1500), 0..8)) {
+                let total: usize = chunks.iter().map(Vec::len).sum();
+                let whole: Vec<u8> = chunks.concat();
+                let stream = futures::stream::iter(
+                    chunks.into_iter().map(|c| Ok::<_, std::convert::Infallible>(Bytes::from(c))),
+                );
+                for body in [Body::from_stream(stream), Body::from(whole.clone())] {
+                    match read(body) {
+                        Ok(b) => prop_assert_eq!(&b[..], &whole[..]),
+                        Err(e) => {
+                            prop_assert!(total > LIMIT);
+                            prop_assert!(matches!(e, IngestError::TooLarge(_)));
+                        }
+                    }
+                }
+            }
+        }
     }
 }

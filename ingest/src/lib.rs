@@ -7,6 +7,7 @@ pub mod client_ip;
 pub mod config;
 pub mod decode;
 pub mod handlers;
+pub mod listener;
 pub mod rate_limit;
 pub mod redis_link;
 pub mod router;
@@ -23,7 +24,6 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use rivulet_common::ch::ChConfig;
 use rivulet_common::registry::Registry;
 use rivulet_common::CommonError;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -109,13 +109,17 @@ impl Ingest {
         });
         let flag = st.shutting_down.clone();
         let drain = st.cfg.shutdown_drain;
+        let limits = listener::Limits {
+            header_read_timeout: st.cfg.header_read_timeout,
+            keep_alive_timeout: st.cfg.keep_alive_timeout,
+            max_connections: listener::fit_to_nofile(
+                st.cfg.max_connections,
+                listener::raise_nofile_limit(),
+            ),
+        };
         let app = router::router(st.clone());
-        tracing::info!(addr = %listener.local_addr()?, "rivulet-ingest listening");
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
+        tracing::info!(addr = %listener.local_addr()?, max_connections = limits.max_connections, "rivulet-ingest listening");
+        listener::serve(listener, app, limits, async move {
             shutdown.await;
             flag.store(true, Ordering::Relaxed);
             tracing::info!("shutting down: readiness is now 503, finishing in-flight requests");

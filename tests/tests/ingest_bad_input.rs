@@ -1,0 +1,765 @@
+//! Bad input and bad clients against a real rivulet-ingest on the real stack (issue 7,
+//! "Bad input"): malformed bodies get their documented 4xx, oversized and slow clients
+//! are cut off without the server buffering or waiting for them, idle connections cost
+//! little, and after every case the service still accepts a valid event.
+
+use flate2::{write::GzEncoder, Compression};
+use rivulet_tests::*;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+
+// Raw socket I/O with tokio's readiness API (the workspace's tokio has no io-util).
+async fn read_some(s: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        s.readable().await?;
+        match s.try_read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            other => return other,
+        }
+    }
+}
+
+async fn write_all(s: &TcpStream, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        s.writable().await?;
+        match s.try_write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// A dedicated ingest (each test sets its own limits) with a site and a key.
+struct Fx {
+    ingest: Service,
+    site_id: u32,
+    key: String,
+}
+
+async fn fixture(env: &[(&str, &str)]) -> Fx {
+    let (site_id, key) = site_with_key().await;
+    Fx {
+        ingest: start_ingest(env).await,
+        site_id,
+        key,
+    }
+}
+
+impl Fx {
+    fn addr(&self) -> String {
+        self.ingest.url.trim_start_matches("http://").to_string()
+    }
+
+    async fn post(&self, path: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> (u16, Value) {
+        let mut req = http()
+            .post(format!("{}{path}", self.ingest.url))
+            .header("content-type", "application/json")
+            .body(body);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req.send().await.expect("ingest answers");
+        let status = resp.status().as_u16();
+        (status, resp.json::<Value>().await.unwrap_or(Value::Null))
+    }
+
+    async fn post_json(&self, body: &Value) -> (u16, Value) {
+        self.post("/api/track", serde_json::to_vec(body).unwrap(), &[])
+            .await
+    }
+
+    /// The check after every case: a valid event is still accepted, promptly.
+    async fn still_serves(&self) {
+        let start = Instant::now();
+        let (status, body) = self
+            .post_json(&json!({"api_key": self.key, "site_id": self.site_id, "pathname": "/ok"}))
+            .await;
+        assert_eq!(status, 200, "a valid event after the bad input: {body}");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "a valid event took {:?}",
+            start.elapsed()
+        );
+    }
+
+    /// Resident memory of the ingest process, in KiB.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.ingest.pid()))
+            .expect("the ingest process is running");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS")
+    }
+
+    async fn metric(&self, name: &str) -> f64 {
+        let text = http()
+            .get(format!("{}/metrics", self.ingest.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("{name} not in /metrics"))
+    }
+}
+
+fn error_of(body: &Value) -> &str {
+    body["error"].as_str().unwrap_or_default()
+}
+
+fn assert_invalid_json(status: u16, body: &Value, case: &str) {
+    assert_eq!(status, 400, "{case}: {body}");
+    assert_eq!(body["success"], json!(false), "{case}");
+    assert!(
+        error_of(body).starts_with("Invalid JSON body"),
+        "{case}: {body}"
+    );
+}
+
+fn assert_field_error(status: u16, body: &Value, field: &str, case: &str) {
+    assert_eq!(status, 400, "{case}: {body}");
+    assert_eq!(error_of(body), "Invalid payload", "{case}: {body}");
+    assert!(
+        body["details"]["fieldErrors"][field].is_array(),
+        "{case}: expected a fieldErrors.{field}: {body}"
+    );
+}
+
+/// Reads an HTTP response head (up to the blank line); `None` if the server closed
+/// the connection first or `within` passed.
+async fn read_head(stream: &TcpStream, within: Duration) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let end = tokio::time::Instant::now() + within;
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match tokio::time::timeout_at(end, read_some(stream, &mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return None,
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    Some(String::from_utf8_lossy(&buf).to_string())
+}
+
+/// Waits until the server closes `stream` (EOF or reset); returns when, or `None` if it
+/// stayed open for `within`. Any bytes the server sends first are skipped.
+async fn wait_closed(stream: &TcpStream, within: Duration) -> Option<Instant> {
+    let mut chunk = [0u8; 4096];
+    let end = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(end, read_some(stream, &mut chunk)).await {
+            Err(_) => return None,
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(Instant::now()),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+fn request_head(fx: &Fx, path: &str, extra: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n{extra}\r\n",
+        fx.addr()
+    )
+}
+
+fn valid_body(fx: &Fx) -> String {
+    json!({"api_key": fx.key, "site_id": fx.site_id, "pathname": "/raw"}).to_string()
+}
+
+/// A complete valid request on a raw connection; the status line's code.
+async fn raw_valid_request(fx: &Fx, stream: &TcpStream) -> Option<u16> {
+    let body = valid_body(fx);
+    let req = request_head(
+        fx,
+        "/api/track",
+        &format!("Content-Length: {}\r\n", body.len()),
+    ) + &body;
+    write_all(stream, req.as_bytes()).await.ok()?;
+    let head = read_head(stream, Duration::from_secs(10)).await?;
+    head.split(' ').nth(1)?.parse().ok()
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut enc = GzEncoder::new(Vec::new(), Compression::best());
+    enc.write_all(data).unwrap();
+    enc.finish().unwrap()
+}
+
+#[tokio::test]
+async fn invalid_utf8_is_400() {
+    let fx = fixture(&[]).await;
+    let key = fx.key.as_bytes();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("bare bytes", b"\xff\xfe\xfd".to_vec()),
+        (
+            "in a string value",
+            [&br#"{"site_id":1,"pathname":"/a"#[..], b"\xc3\x28", b"\"}"].concat(),
+        ),
+        (
+            "in a key",
+            [&b"{\"site_id\":1,\""[..], b"\xed\xa0\x80", b"\":1}"].concat(),
+        ),
+        (
+            "a lone surrogate escape is allowed by JSON but not by UTF-8",
+            [
+                &b"{\"api_key\":\""[..],
+                key,
+                format!("\",\"site_id\":{},\"pathname\":\"\\ud800\"}}", fx.site_id).as_bytes(),
+            ]
+            .concat(),
+        ),
+        (
+            "overlong encoding",
+            b"{\"site_id\":1,\"a\":\"\xc0\xaf\"}".to_vec(),
+        ),
+    ];
+    for (case, body) in cases {
+        let (status, resp) = fx.post("/api/track", body.clone(), &[]).await;
+        assert_invalid_json(status, &resp, case);
+        let (status, resp) = fx
+            .post("/api/track", gzip(&body), &[("content-encoding", "gzip")])
+            .await;
+        assert_invalid_json(status, &resp, &format!("{case}, gzipped"));
+    }
+    fx.still_serves().await;
+}
+
+#[tokio::test]
+async fn deeply_nested_json_is_400_not_a_crash() {
+    // Room for 100,000 levels in one body (the default limit would answer 413 first).
+    let fx = fixture(&[("MAX_BODY_BYTES", "1048576")]).await;
+    let levels = 100_000;
+    let arrays = format!(
+        r#"{{"site_id":{},"x":{}{}}}"#,
+        fx.site_id,
+        "[".repeat(levels),
+        "]".repeat(levels)
+    );
+    let objects = format!(
+        r#"{{"site_id":{},"x":{}1{}}}"#,
+        fx.site_id,
+        r#"{"a":"#.repeat(levels),
+        "}".repeat(levels)
+    );
+    let unclosed = "[".repeat(levels);
+    for (case, body) in [
+        ("100k nested arrays", arrays.clone()),
+        ("100k nested objects", objects),
+        ("100k unclosed arrays", unclosed),
+    ] {
+        let (status, resp) = fx.post("/api/track", body.into_bytes(), &[]).await;
+        assert_invalid_json(status, &resp, case);
+        assert!(
+            error_of(&resp).contains("recursion limit"),
+            "{case}: {resp}"
+        );
+    }
+    let batch = format!(
+        r#"{{"site_id":{},"events":[{}{}]}}"#,
+        fx.site_id,
+        "[".repeat(levels),
+        "]".repeat(levels)
+    );
+    let (status, resp) = fx.post("/api/track/batch", batch.into_bytes(), &[]).await;
+    assert_invalid_json(status, &resp, "100k levels in a batch");
+    // Nesting within serde_json's limit (128) is fine in an ignored field.
+    let ok = json!({"api_key": fx.key, "site_id": fx.site_id,
+        "x": serde_json::from_str::<Value>(&format!("{}{}", "[".repeat(100), "]".repeat(100))).unwrap()});
+    assert_eq!(fx.post_json(&ok).await.0, 200);
+    fx.still_serves().await;
+}
+
+#[tokio::test]
+async fn huge_numbers_are_400() {
+    let fx = fixture(&[]).await;
+    let (site, key) = (fx.site_id, fx.key.clone());
+    let raw = |fields: &str| format!(r#"{{"api_key":"{key}","site_id":{site},{fields}}}"#);
+    // Out of f64's range: serde_json refuses the number itself.
+    for body in [
+        format!(r#"{{"api_key":"{key}","site_id":1e400}}"#),
+        raw(r#""screenWidth":1e400"#),
+        raw(r#""screenHeight":-1e400"#),
+        raw(r#""timestamp":1e999999"#),
+    ] {
+        let (status, resp) = fx.post("/api/track", body.clone().into_bytes(), &[]).await;
+        assert_invalid_json(status, &resp, &body);
+        assert!(
+            error_of(&resp).contains("number out of range"),
+            "{body}: {resp}"
+        );
+    }
+    // Valid JSON numbers outside each field's range: field errors.
+    for (body, field) in [
+        (
+            format!(r#"{{"api_key":"{key}","site_id":18446744073709551617}}"#),
+            "site_id",
+        ),
+        (
+            format!(r#"{{"api_key":"{key}","site_id":4294967296}}"#),
+            "site_id",
+        ),
+        (
+            format!(r#"{{"api_key":"{key}","site_id":"18446744073709551617"}}"#),
+            "site_id",
+        ),
+        (
+            format!(r#"{{"api_key":"{key}","site_id":-9223372036854775809}}"#),
+            "site_id",
+        ),
+        (
+            format!(r#"{{"api_key":"{key}","site_id":1e300}}"#),
+            "site_id",
+        ),
+        (raw(r#""screenWidth":18446744073709551617"#), "screenWidth"),
+        (raw(r#""screenWidth":65536"#), "screenWidth"),
+        (raw(r#""screenHeight":-1"#), "screenHeight"),
+        (raw(r#""timestamp":18446744073709551617"#), "timestamp"),
+        (raw(r#""timestamp":1e300"#), "timestamp"),
+    ] {
+        let (status, resp) = fx.post("/api/track", body.clone().into_bytes(), &[]).await;
+        assert_field_error(status, &resp, field, &body);
+    }
+    // A 100,000-digit number is still a number (f64 infinity → out of range).
+    let digits = raw(&format!(r#""screenWidth":{}"#, "9".repeat(100_000)));
+    assert_eq!(fx.post("/api/track", digits.into_bytes(), &[]).await.0, 413);
+    let digits = raw(&format!(r#""screenWidth":{}"#, "9".repeat(50_000)));
+    let (status, resp) = fx.post("/api/track", digits.into_bytes(), &[]).await;
+    assert_invalid_json(status, &resp, "50,000 digits");
+    fx.still_serves().await;
+}
+
+#[tokio::test]
+async fn nan_like_values_are_400() {
+    let fx = fixture(&[]).await;
+    let (site, key) = (fx.site_id, fx.key.clone());
+    let raw = |fields: &str| format!(r#"{{"api_key":"{key}","site_id":{site},{fields}}}"#);
+    // Not JSON at all: JSON has no NaN or Infinity literals.
+    for body in [
+        format!(r#"{{"api_key":"{key}","site_id":NaN}}"#),
+        format!(r#"{{"api_key":"{key}","site_id":Infinity}}"#),
+        raw(r#""screenWidth":-Infinity"#),
+        raw(r#""screenWidth":nan"#),
+        raw(r#""timestamp":+1"#),
+        raw(r#""screenWidth":0x10"#),
+    ] {
+        let (status, resp) = fx.post("/api/track", body.clone().into_bytes(), &[]).await;
+        assert_invalid_json(status, &resp, &body);
+    }
+    // As strings they are strings, which these fields do not accept.
+    for (fields, field) in [
+        (r#""screenWidth":"NaN""#, "screenWidth"),
+        (r#""screenHeight":"Infinity""#, "screenHeight"),
+        (r#""timestamp":"NaN""#, "timestamp"),
+        (r#""timestamp":"-Infinity""#, "timestamp"),
+    ] {
+        let body = raw(fields);
+        let (status, resp) = fx.post("/api/track", body.clone().into_bytes(), &[]).await;
+        assert_field_error(status, &resp, field, &body);
+    }
+    for site_id in ["NaN", "Infinity", "-Infinity", "1e3", "0x1"] {
+        let body = json!({"api_key": key, "site_id": site_id});
+        let (status, resp) = fx.post_json(&body).await;
+        assert_field_error(status, &resp, "site_id", &body.to_string());
+    }
+    // In a free-text field they are just text.
+    let (status, resp) = fx
+        .post_json(&json!({"api_key": key, "site_id": site, "page_title": "NaN", "properties": "{\"x\":\"Infinity\"}"}))
+        .await;
+    assert_eq!(status, 200, "{resp}");
+    fx.still_serves().await;
+}
+
+#[tokio::test]
+async fn duplicate_keys_last_one_wins() {
+    // Decided: like JSON.parse (what browsers and the Node SDK use), the last
+    // occurrence of a key wins. Validation, the key check and the stored event all read
+    // the one parsed object, so no two parts of ingest can see different values.
+    let fx = fixture(&[]).await;
+    let mut reader = RawTopicReader::new();
+    let (site, key) = (fx.site_id, fx.key.clone());
+    let other_site = site + 1_000_000;
+    let event_id = uuid::Uuid::new_v4().to_string();
+    let body = format!(
+        r#"{{"site_id":{other_site},"api_key":"rb_00000000000000000000000000000000","pathname":"/first","api_key":"{key}","site_id":{site},"pathname":"/last","event_id":"{event_id}"}}"#
+    );
+    let (status, resp) = fx.post("/api/track", body.into_bytes(), &[]).await;
+    assert_eq!(status, 200, "{resp}");
+    let (_, ev) = reader
+        .find(&event_id, Duration::from_secs(15))
+        .expect("the event in Kafka");
+    assert_eq!(ev.site_id, site);
+    assert_eq!(ev.pathname.as_deref(), Some("/last"));
+
+    // The other way round the last values are invalid, and so is the request.
+    let body = format!(r#"{{"api_key":"{key}","site_id":{site},"site_id":"NaN"}}"#);
+    let (status, resp) = fx.post("/api/track", body.into_bytes(), &[]).await;
+    assert_field_error(status, &resp, "site_id", "a bad last site_id");
+    let body = format!(r#"{{"api_key":"{key}","site_id":{site},"api_key":"rb_nope"}}"#);
+    assert_eq!(fx.post("/api/track", body.into_bytes(), &[]).await.0, 401);
+    fx.still_serves().await;
+}
+
+#[tokio::test]
+async fn gzip_bomb_is_413_quickly_with_memory_bounded() {
+    let fx = fixture(&[]).await;
+    // 1 GiB of spaces in under the batch endpoint's 1 MiB; 64 MiB under /api/track's 64 KiB.
+    let gib: u64 = 1 << 30;
+    let mut enc = GzEncoder::new(Vec::new(), Compression::best());
+    let block = vec![b' '; 1 << 20];
+    for _ in 0..(gib >> 20) {
+        enc.write_all(&block).unwrap();
+    }
+    let big = enc.finish().unwrap();
+    assert!(big.len() < 1 << 20, "the bomb is {} bytes", big.len());
+    let small = gzip(&vec![b' '; 64 << 20]);
+    assert!(
+        small.len() < 64 << 10,
+        "the small bomb is {} bytes",
+        small.len()
+    );
+
+    let rss_before = fx.rss_kib();
+    for (path, bomb) in [("/api/track/batch", &big), ("/api/track", &small)] {
+        for _ in 0..3 {
+            let start = Instant::now();
+            let (status, resp) = fx
+                .post(path, bomb.clone(), &[("content-encoding", "gzip")])
+                .await;
+            assert_eq!(status, 413, "{path}: {resp}");
+            assert!(error_of(&resp).contains("too large"), "{resp}");
+            assert!(
+                start.elapsed() < Duration::from_secs(2),
+                "{path}: the bomb took {:?}",
+                start.elapsed()
+            );
+        }
+    }
+    let grown_mib = fx.rss_kib().saturating_sub(rss_before) / 1024;
+    eprintln!("gzip bomb: ingest RSS grew by {grown_mib} MiB");
+    assert!(
+        grown_mib < 64,
+        "ingest RSS grew by {grown_mib} MiB on a gzip bomb"
+    );
+    fx.still_serves().await;
+}
+
+/// Sends `head` then up to `total` body bytes in 64 KiB chunks (chunked encoding when
+/// `chunked`), reading the response concurrently; returns the response head, the time
+/// it came, and how many body bytes had been written by then.
+async fn send_huge_body(
+    fx: &Fx,
+    head: String,
+    total: usize,
+    chunked: bool,
+) -> (String, Duration, usize) {
+    let stream = std::sync::Arc::new(TcpStream::connect(fx.addr()).await.unwrap());
+    let (rd, wr) = (stream.clone(), stream);
+    let start = Instant::now();
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = written.clone();
+    let writer = tokio::spawn(async move {
+        write_all(&wr, head.as_bytes()).await?;
+        let chunk = vec![b'x'; 64 << 10];
+        let mut sent = 0;
+        while sent < total {
+            if chunked {
+                write_all(&wr, format!("{:x}\r\n", chunk.len()).as_bytes()).await?;
+            }
+            write_all(&wr, &chunk).await?;
+            if chunked {
+                write_all(&wr, b"\r\n").await?;
+            }
+            sent += chunk.len();
+            counter.store(sent, std::sync::atomic::Ordering::Relaxed);
+        }
+        std::io::Result::Ok(())
+    });
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match tokio::time::timeout(Duration::from_secs(30), read_some(&rd, &mut chunk)).await {
+            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+            other => panic!("no response to a huge body: {other:?}"),
+        }
+    }
+    let at = start.elapsed();
+    let sent = written.load(std::sync::atomic::Ordering::Relaxed);
+    writer.abort();
+    (String::from_utf8_lossy(&buf).to_string(), at, sent)
+}
+
+#[tokio::test]
+async fn hundred_mb_body_is_413_without_buffering() {
+    let fx = fixture(&[]).await;
+    let total = 100 << 20;
+    let rss_before = fx.rss_kib();
+    // Declared length: refused before the body is read.
+    let head = request_head(&fx, "/api/track", &format!("Content-Length: {total}\r\n"));
+    let (resp, at, sent) = send_huge_body(&fx, head, total, false).await;
+    eprintln!(
+        "100 MB with Content-Length: {:?} after {at:?}, {} KiB written",
+        resp.lines().next(),
+        sent >> 10
+    );
+    assert!(resp.starts_with("HTTP/1.1 413"), "{resp}");
+    assert!(at < Duration::from_secs(2), "413 after {at:?}");
+    assert!(sent < 16 << 20, "{sent} bytes were written before the 413");
+    // Chunked, no length: cut off at the limit.
+    let head = request_head(&fx, "/api/track/batch", "Transfer-Encoding: chunked\r\n");
+    let (resp, at, sent) = send_huge_body(&fx, head, total, true).await;
+    eprintln!(
+        "100 MB chunked: {:?} after {at:?}, {} KiB written",
+        resp.lines().next(),
+        sent >> 10
+    );
+    assert!(resp.starts_with("HTTP/1.1 413"), "{resp}");
+    assert!(at < Duration::from_secs(2), "413 after {at:?}");
+    assert!(sent < 16 << 20, "{sent} bytes were written before the 413");
+    let grown_mib = fx.rss_kib().saturating_sub(rss_before) / 1024;
+    eprintln!("100 MB bodies: ingest RSS grew by {grown_mib} MiB");
+    assert!(grown_mib < 32, "ingest RSS grew by {grown_mib} MiB");
+    fx.still_serves().await;
+}
+
+#[tokio::test]
+async fn slow_headers_are_cut_off_but_idle_connections_are_not() {
+    let fx = fixture(&[
+        ("HEADER_READ_TIMEOUT_MS", "1000"),
+        ("KEEP_ALIVE_TIMEOUT_MS", "30000"),
+    ])
+    .await;
+    // Never finishes its head: one header byte every 100 ms keeps the socket busy, but
+    // the head deadline counts from its first byte.
+    let slow = TcpStream::connect(fx.addr()).await.unwrap();
+    let first_byte = Instant::now();
+    write_all(&slow, b"POST /api/track HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut closed = None;
+    for b in b"X-Slow: ".iter().cycle().take(100) {
+        if write_all(&slow, &[*b]).await.is_err() {
+            break;
+        }
+        if let Some(at) = wait_closed(&slow, Duration::from_millis(100)).await {
+            closed = Some(at);
+            break;
+        }
+    }
+    let after = closed
+        .expect("the server did not close a connection whose head never ended (10 s)")
+        - first_byte;
+    eprintln!("slow head: closed after {after:?}");
+    assert!(
+        after >= Duration::from_millis(900) && after < Duration::from_secs(3),
+        "closed after {after:?}"
+    );
+
+    // A head sent once and never finished: closed too.
+    let stalled = TcpStream::connect(fx.addr()).await.unwrap();
+    write_all(&stalled, b"GET /_liveness HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let at = wait_closed(&stalled, Duration::from_secs(5))
+        .await
+        .expect("stalled head not closed");
+    assert!(
+        at - start < Duration::from_secs(3),
+        "closed after {:?}",
+        at - start
+    );
+
+    // An idle connection (no byte sent) is not a slow head: it lives past the head
+    // deadline, up to the keep-alive timeout, and then serves a request.
+    let idle = TcpStream::connect(fx.addr()).await.unwrap();
+    assert!(
+        wait_closed(&idle, Duration::from_millis(2500))
+            .await
+            .is_none(),
+        "an idle connection was closed by the head deadline"
+    );
+    assert_eq!(raw_valid_request(&fx, &idle).await, Some(200));
+    fx.still_serves().await;
+}
+
+#[tokio::test]
+async fn keep_alive_timeout_closes_idle_connections() {
+    let fx = fixture(&[("KEEP_ALIVE_TIMEOUT_MS", "1500")]).await;
+    // Kept alive after a request, then idle.
+    let used = TcpStream::connect(fx.addr()).await.unwrap();
+    assert_eq!(raw_valid_request(&fx, &used).await, Some(200));
+    let start = Instant::now();
+    let at = wait_closed(&used, Duration::from_secs(10))
+        .await
+        .expect("an idle kept-alive connection stayed open");
+    let after = at - start;
+    assert!(
+        after >= Duration::from_millis(1300) && after < Duration::from_secs(4),
+        "closed after {after:?}"
+    );
+    // Never used.
+    let fresh = TcpStream::connect(fx.addr()).await.unwrap();
+    let start = Instant::now();
+    let at = wait_closed(&fresh, Duration::from_secs(10))
+        .await
+        .expect("an unused connection stayed open");
+    assert!(
+        at - start < Duration::from_secs(4),
+        "closed after {:?}",
+        at - start
+    );
+    fx.still_serves().await;
+}
+
+#[tokio::test]
+async fn slow_body_gets_408() {
+    let fx = fixture(&[("REQUEST_BODY_TIMEOUT_MS", "1000")]).await;
+    let body = valid_body(&fx);
+    let stream = TcpStream::connect(fx.addr()).await.unwrap();
+    let head = request_head(
+        &fx,
+        "/api/track",
+        &format!("Content-Length: {}\r\n", body.len()),
+    );
+    write_all(&stream, head.as_bytes()).await.unwrap();
+    write_all(&stream, &body.as_bytes()[..10]).await.unwrap();
+    let start = Instant::now();
+    let resp = read_head(&stream, Duration::from_secs(10))
+        .await
+        .expect("no answer to a body that never ends");
+    let after = start.elapsed();
+    assert!(resp.starts_with("HTTP/1.1 408"), "{resp}");
+    assert!(
+        after >= Duration::from_millis(900) && after < Duration::from_secs(4),
+        "408 after {after:?}"
+    );
+    fx.still_serves().await;
+}
+
+#[tokio::test]
+async fn ten_thousand_idle_connections() {
+    const IDLE: usize = 10_000;
+    let fx = fixture(&[]).await;
+    let (soft, _) = rlimit::Resource::NOFILE.get().unwrap();
+    if soft < (IDLE as u64 + 1000) {
+        rlimit::increase_nofile_limit(IDLE as u64 + 1000).unwrap();
+        let (soft, hard) = rlimit::Resource::NOFILE.get().unwrap();
+        assert!(
+            soft >= IDLE as u64 + 1000,
+            "this test needs {} file descriptors; RLIMIT_NOFILE is {soft} (hard {hard})",
+            IDLE + 1000
+        );
+    }
+    fx.still_serves().await;
+    let rss_before = fx.rss_kib();
+    let open_before = fx.metric("ingest_open_connections").await;
+    let mut conns = Vec::with_capacity(IDLE);
+    let start = Instant::now();
+    for i in 0..IDLE {
+        let c = TcpStream::connect(fx.addr())
+            .await
+            .unwrap_or_else(|e| panic!("connection {i}: {e}"));
+        // A tenth are kept alive after a request; the rest never send a byte.
+        if i % 10 == 0 {
+            let req = format!("GET /_liveness HTTP/1.1\r\nHost: {}\r\n\r\n", fx.addr());
+            write_all(&c, req.as_bytes()).await.unwrap();
+            let head = read_head(&c, Duration::from_secs(10))
+                .await
+                .expect("liveness");
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        }
+        conns.push(c);
+    }
+    eprintln!("opened {IDLE} connections in {:?}", start.elapsed());
+    // The server holds them all (not just the kernel's backlog).
+    let end = Instant::now() + Duration::from_secs(20);
+    let mut open = 0.0;
+    while Instant::now() < end {
+        open = fx.metric("ingest_open_connections").await;
+        if open >= open_before + IDLE as f64 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        open >= open_before + IDLE as f64,
+        "the server holds {open} connections"
+    );
+    for _ in 0..5 {
+        let t = Instant::now();
+        fx.still_serves().await;
+        let took = t.elapsed();
+        eprintln!("a valid event with {IDLE} idle connections open: {took:?}");
+        assert!(took < Duration::from_secs(1), "a valid event took {took:?}");
+    }
+    let rss = fx.rss_kib();
+    let per_conn = (rss.saturating_sub(rss_before) * 1024) / IDLE as u64;
+    eprintln!(
+        "ingest RSS: {} MiB before, {} MiB with {IDLE} idle connections (~{per_conn} B each)",
+        rss_before / 1024,
+        rss / 1024
+    );
+    assert!(
+        rss.saturating_sub(rss_before) < 256 * 1024,
+        "RSS grew by {} MiB",
+        (rss - rss_before) / 1024
+    );
+    // They are still usable.
+    assert_eq!(raw_valid_request(&fx, &conns[1]).await, Some(200));
+    assert_eq!(raw_valid_request(&fx, &conns[IDLE - 10]).await, Some(200));
+    drop(conns);
+    fx.still_serves().await;
+}
+
+#[tokio::test]
+async fn past_max_connections_new_ones_wait() {
+    let fx = fixture(&[("MAX_CONNECTIONS", "20")]).await;
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        let c = TcpStream::connect(fx.addr()).await.unwrap();
+        // Each is really accepted (answers), then stays open.
+        let req = format!("GET /_liveness HTTP/1.1\r\nHost: {}\r\n\r\n", fx.addr());
+        write_all(&c, req.as_bytes()).await.unwrap();
+        assert!(read_head(&c, Duration::from_secs(5))
+            .await
+            .expect("liveness")
+            .starts_with("HTTP/1.1 200"));
+        held.push(c);
+    }
+    // The 21st connects (kernel backlog) but is not served while 20 are open ...
+    let waiting = TcpStream::connect(fx.addr()).await.unwrap();
+    let body = valid_body(&fx);
+    let req = request_head(
+        &fx,
+        "/api/track",
+        &format!("Content-Length: {}\r\n", body.len()),
+    ) + &body;
+    write_all(&waiting, req.as_bytes()).await.unwrap();
+    assert!(
+        read_head(&waiting, Duration::from_millis(1000))
+            .await
+            .is_none(),
+        "served past MAX_CONNECTIONS"
+    );
+    // ... and is served as soon as one closes.
+    drop(held.pop());
+    let start = Instant::now();
+    let head = read_head(&waiting, Duration::from_secs(5))
+        .await
+        .expect("not served after a slot freed");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    eprintln!(
+        "the waiting connection was served {:?} after a slot freed",
+        start.elapsed()
+    );
+    drop(held);
+    fx.still_serves().await;
+}
