@@ -29,7 +29,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -94,7 +94,8 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+    // u32: `acquire_many` below takes the whole count at once.
+    let max = limits.max_connections.clamp(1, u32::MAX as usize);
     let slots = Arc::new(Semaphore::new(max));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
@@ -116,13 +117,13 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let phase = Arc::new(Mutex::new(Phase::Idle(Instant::now())));
-        let io = TokioIo::new(TimedIo::new(stream, phase.clone(), limits));
+        let shared = new_shared();
+        let io = TokioIo::new(TimedIo::new(stream, shared.clone(), limits));
         let app = app.clone();
         let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
             let mut req = req.map(Body::new);
             req.extensions_mut().insert(ConnectInfo(peer));
-            let done = RequestGuard::begin(phase.clone());
+            let done = RequestGuard::begin(shared.clone());
             let app = app.clone();
             async move {
                 let resp = app.oneshot(req).await;
@@ -187,24 +188,48 @@ enum Phase {
     Busy,
 }
 
+/// A connection's phase, and the task waiting to read while it was busy: when the
+/// request ends, that task must poll the socket again to arm the idle deadline.
+#[derive(Debug)]
+struct Shared {
+    phase: Phase,
+    reader: Option<Waker>,
+}
+
+type SharedState = Arc<Mutex<Shared>>;
+
+fn new_shared() -> SharedState {
+    Arc::new(Mutex::new(Shared {
+        phase: Phase::Idle(Instant::now()),
+        reader: None,
+    }))
+}
+
 /// Marks its connection busy from a request's head until its response is ready.
-struct RequestGuard(Arc<Mutex<Phase>>);
+struct RequestGuard(SharedState);
 
 impl RequestGuard {
-    fn begin(phase: Arc<Mutex<Phase>>) -> Self {
-        *lock(&phase) = Phase::Busy;
-        RequestGuard(phase)
+    fn begin(shared: SharedState) -> Self {
+        lock(&shared).phase = Phase::Busy;
+        RequestGuard(shared)
     }
 }
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
-        *lock(&self.0) = Phase::Idle(Instant::now());
+        let reader = {
+            let mut shared = lock(&self.0);
+            shared.phase = Phase::Idle(Instant::now());
+            shared.reader.take()
+        };
+        if let Some(waker) = reader {
+            waker.wake();
+        }
     }
 }
 
-fn lock(phase: &Mutex<Phase>) -> std::sync::MutexGuard<'_, Phase> {
-    phase
+fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    shared
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -213,41 +238,53 @@ fn lock(phase: &Mutex<Phase>) -> std::sync::MutexGuard<'_, Phase> {
 /// makes hyper close the connection.
 struct TimedIo {
     stream: TcpStream,
-    phase: Arc<Mutex<Phase>>,
+    shared: SharedState,
     limits: Limits,
     /// Armed only while a deadline applies; re-armed lazily rather than on every read.
     timer: Pin<Box<Sleep>>,
 }
 
 impl TimedIo {
-    fn new(stream: TcpStream, phase: Arc<Mutex<Phase>>, limits: Limits) -> Self {
+    fn new(stream: TcpStream, shared: SharedState, limits: Limits) -> Self {
         TimedIo {
             stream,
-            phase,
+            shared,
             limits,
             timer: Box::pin(tokio::time::sleep(limits.keep_alive_timeout)),
         }
     }
 
-    fn deadline(&self) -> Option<Instant> {
-        match *lock(&self.phase) {
+    /// The deadline of the current phase; while busy there is none, and the waiting
+    /// task is kept to be woken when the request ends.
+    fn deadline(&self, cx: &Context<'_>) -> Option<Instant> {
+        let mut shared = lock(&self.shared);
+        match shared.phase {
             Phase::Idle(since) => Some(since + self.limits.keep_alive_timeout),
             Phase::Head(since) => Some(since + self.limits.header_read_timeout),
-            Phase::Busy => None,
+            Phase::Busy => {
+                if !shared
+                    .reader
+                    .as_ref()
+                    .is_some_and(|w| w.will_wake(cx.waker()))
+                {
+                    shared.reader = Some(cx.waker().clone());
+                }
+                None
+            }
         }
     }
 
     /// Bytes arrived: if none of this request had before, its head deadline starts now.
     fn on_read(&self) {
-        let mut phase = lock(&self.phase);
-        if let Phase::Idle(_) = *phase {
-            *phase = Phase::Head(Instant::now());
+        let mut shared = lock(&self.shared);
+        if let Phase::Idle(_) = shared.phase {
+            shared.phase = Phase::Head(Instant::now());
         }
     }
 
     /// Called when a read would wait: `Ready` with an error once the deadline passed.
     fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
-        let Some(deadline) = self.deadline() else {
+        let Some(deadline) = self.deadline(cx) else {
             return Poll::Pending;
         };
         if self.timer.deadline() != deadline {
@@ -311,5 +348,19 @@ impl AsyncWrite for TimedIo {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_cap_fits_the_descriptor_limit() {
+        assert_eq!(fit_to_nofile(20_000, Some(1_048_576)), 20_000);
+        assert_eq!(fit_to_nofile(20_000, Some(20_000)), 20_000 - 256);
+        assert_eq!(fit_to_nofile(20_000, Some(1024)), 768);
+        assert_eq!(fit_to_nofile(20_000, Some(100)), 1);
+        assert_eq!(fit_to_nofile(20_000, None), 20_000);
     }
 }

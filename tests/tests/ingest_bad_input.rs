@@ -605,6 +605,23 @@ async fn keep_alive_timeout_closes_idle_connections() {
         after >= Duration::from_millis(1300) && after < Duration::from_secs(4),
         "closed after {after:?}"
     );
+    // Kept alive after a request without a body, whose handler finishes at once.
+    let quick = TcpStream::connect(fx.addr()).await.unwrap();
+    let req = format!("GET /_liveness HTTP/1.1\r\nHost: {}\r\n\r\n", fx.addr());
+    write_all(&quick, req.as_bytes()).await.unwrap();
+    assert!(read_head(&quick, Duration::from_secs(5))
+        .await
+        .expect("liveness")
+        .starts_with("HTTP/1.1 200"));
+    let start = Instant::now();
+    let at = wait_closed(&quick, Duration::from_secs(10))
+        .await
+        .expect("an idle connection after a GET stayed open");
+    assert!(
+        at - start < Duration::from_secs(4),
+        "closed after {:?}",
+        at - start
+    );
     // Never used.
     let fresh = TcpStream::connect(fx.addr()).await.unwrap();
     let start = Instant::now();
