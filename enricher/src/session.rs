@@ -21,12 +21,32 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Processing time between two automatic sweeps of idle visitors.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
+/// An open session, kept small: a busy partition holds one per visitor of the last
+/// timeout (a million visitors in 30 minutes is ~80 MB, not the ~200 MB of strings).
 struct Session {
-    id: String,
+    /// The session id's 128 bits; rendered as hex on the way out.
+    id: [u8; 16],
     start_ms: i64,
     last_ms: i64,
-    /// Processing time (since the tracker's origin) when the visitor was last seen.
-    seen: Duration,
+    /// Processing time (whole seconds since the tracker's origin) when last seen.
+    seen_secs: u32,
+}
+
+/// A visitor as a map key: visitor ids are 32 hex characters and parse to their 128 bits;
+/// other user ids are hashed to 128 bits (SHA-256, truncated).
+fn visitor_key(visitor: &str) -> u128 {
+    // Only the exact form (lowercase, no sign): "ABC…" and "abc…" are different user ids.
+    let lower_hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    if visitor.len() == 32 && visitor.bytes().all(lower_hex) {
+        if let Ok(v) = u128::from_str_radix(visitor, 16) {
+            return v;
+        }
+    }
+    let digest = Sha256::digest(visitor.as_bytes());
+    let mut k = [0u8; 16];
+    k.copy_from_slice(&digest[..16]);
+    // Keep hashed keys apart from parsed ones of the same value: flip the top bit.
+    u128::from_be_bytes(k) ^ (1 << 127)
 }
 
 /// Open sessions per (site, visitor). Memory is bounded by the visitors seen within one
@@ -34,7 +54,7 @@ struct Session {
 pub struct SessionTracker {
     timeout_ms: i64,
     timeout: Duration,
-    sites: HashMap<u32, HashMap<Box<str>, Session>>,
+    sites: HashMap<u32, HashMap<u128, Session>>,
     origin: Instant,
     last_sweep: Duration,
 }
@@ -79,40 +99,42 @@ impl SessionTracker {
             self.evict_idle(now);
         }
         let timeout = self.timeout_ms;
+        let seen_secs = u32::try_from(now.as_secs()).unwrap_or(u32::MAX);
         let visitors = self.sites.entry(site_id).or_default();
-        if let Some(session) = visitors.get_mut(visitor) {
-            session.seen = now;
+        let key = visitor_key(visitor);
+        if let Some(session) = visitors.get_mut(&key) {
+            session.seen_secs = seen_secs;
             if event_ts_ms >= session.last_ms {
                 if event_ts_ms - session.last_ms <= timeout {
                     session.last_ms = event_ts_ms;
-                    return session.id.clone();
+                    return hex::encode(session.id);
                 }
             } else if event_ts_ms >= session.start_ms.saturating_sub(timeout) {
-                return session.id.clone();
+                return hex::encode(session.id);
             } else {
-                return session_id(site_id, visitor, event_ts_ms);
+                return hex::encode(session_id(site_id, visitor, event_ts_ms));
             }
         }
         let id = session_id(site_id, visitor, event_ts_ms);
         visitors.insert(
-            visitor.into(),
+            key,
             Session {
-                id: id.clone(),
+                id,
                 start_ms: event_ts_ms,
                 last_ms: event_ts_ms,
-                seen: now,
+                seen_secs,
             },
         );
-        id
+        hex::encode(id)
     }
 
     /// Forgets visitors not seen for longer than the timeout before `now` (processing
     /// time since the tracker's origin). `observe` calls it once a minute.
     pub fn evict_idle(&mut self, now: Duration) {
         self.last_sweep = now;
-        let timeout = self.timeout;
+        let (now, timeout) = (now.as_secs(), self.timeout.as_secs());
         self.sites.retain(|_, visitors| {
-            visitors.retain(|_, s| now.saturating_sub(s.seen) <= timeout);
+            visitors.retain(|_, s| now.saturating_sub(u64::from(s.seen_secs)) <= timeout);
             !visitors.is_empty()
         });
     }
@@ -132,14 +154,16 @@ impl SessionTracker {
     }
 }
 
-/// 32 hex characters of SHA-256 over (site, visitor, session start).
-fn session_id(site_id: u32, visitor: &str, start_ms: i64) -> String {
+/// The first 128 bits of SHA-256 over (site, visitor, session start): 32 hex characters.
+fn session_id(site_id: u32, visitor: &str, start_ms: i64) -> [u8; 16] {
     let mut h = Sha256::new();
     h.update(b"rivulet session\0");
     h.update(site_id.to_be_bytes());
     h.update(start_ms.to_be_bytes());
     h.update(visitor.as_bytes());
-    hex::encode(&h.finalize()[..16])
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&h.finalize()[..16]);
+    id
 }
 
 #[cfg(test)]
@@ -220,8 +244,11 @@ mod tests {
         };
         let first = run();
         assert_eq!(first, run());
-        assert_eq!(first[0], session_id(7, "visitor", T0));
-        assert_eq!(first[2], session_id(7, "visitor", T0 + 45 * MIN));
+        assert_eq!(first[0], hex::encode(session_id(7, "visitor", T0)));
+        assert_eq!(
+            first[2],
+            hex::encode(session_id(7, "visitor", T0 + 45 * MIN))
+        );
     }
 
     #[test]
@@ -260,5 +287,23 @@ mod tests {
         let first = t.observe(1, "v1", T0);
         assert_eq!(t.observe(1, "v1", T0 + 60_000), first);
         assert_ne!(t.observe(1, "v1", T0 + 120_001), first);
+    }
+
+    #[test]
+    fn visitor_ids_and_user_ids_map_to_distinct_keys() {
+        let vid = "0123456789abcdef0123456789abcdef";
+        assert_eq!(visitor_key(vid), 0x0123456789abcdef0123456789abcdef);
+        assert_ne!(visitor_key("user-1"), visitor_key("user-2"));
+        assert_ne!(
+            visitor_key(vid),
+            visitor_key("0123456789ABCDEF0123456789ABCDEZ")
+        );
+        let mut t = SessionTracker::default();
+        let a = t.observe(1, vid, T0);
+        let b = t.observe(1, "user-1", T0);
+        assert_ne!(a, b);
+        assert_eq!(t.observe(1, vid, T0 + MIN), a);
+        assert_eq!(t.observe(1, "user-1", T0 + MIN), b);
+        assert_eq!(t.len(), 2);
     }
 }
