@@ -1,3 +1,8 @@
+//! The one error type of `rivulet-admin`. The CLI prints it as a sentence; the dashboard
+//! maps each variant to exactly one HTTP status here, and shows it as a page or as JSON
+//! (`dashboard::respond`).
+
+use axum::http::StatusCode;
 use rivulet_common::CommonError;
 use thiserror::Error;
 
@@ -9,6 +14,32 @@ pub enum AdminError {
     NotFound(String),
     #[error("{0} is unreachable; start it (scripts/stack up) or check the URL")]
     Unavailable(String),
+    /// No credentials, or wrong ones (dashboard and admin API).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// Credentials are fine but the request is not allowed (a missing or stale CSRF token).
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0}")]
     Common(#[from] CommonError),
+}
+
+impl AdminError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            AdminError::Usage(_) => StatusCode::BAD_REQUEST,
+            AdminError::NotFound(_) => StatusCode::NOT_FOUND,
+            AdminError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AdminError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            AdminError::Forbidden(_) => StatusCode::FORBIDDEN,
+            AdminError::Common(e) => match e {
+                CommonError::Invalid(_) => StatusCode::BAD_REQUEST,
+                CommonError::NotFound(_) => StatusCode::NOT_FOUND,
+                CommonError::ClickHouse(_) | CommonError::Redis(_) | CommonError::Kafka(_) => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+                CommonError::Config(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            },
+        }
+    }
 }

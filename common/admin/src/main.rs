@@ -1,14 +1,16 @@
 //! `rivulet-admin`: schema migrations, sites and API keys. JSON on stdout; errors as
-//! sentences on stderr with a non-zero exit code.
+//! sentences on stderr with a non-zero exit code. `rivulet-admin serve` runs the web
+//! dashboard and its JSON API (`dashboard`).
 
 mod cache;
+mod dashboard;
 mod error;
+mod ops;
 mod output;
 
 use clap::{Parser, Subcommand};
 use error::AdminError;
 use rivulet_common::ch::ChConfig;
-use rivulet_common::keys::{is_key_id, ApiKey};
 use rivulet_common::registry::Registry;
 use serde_json::Value;
 
@@ -37,6 +39,8 @@ enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Run the web dashboard and admin API (ADMIN_ADDR, ADMIN_TOKEN; see the README).
+    Serve,
 }
 
 #[derive(Subcommand)]
@@ -93,8 +97,16 @@ async fn registry() -> Result<Registry, AdminError> {
 }
 
 async fn run(command: Command) -> Result<Value, AdminError> {
+    if let Command::Serve = command {
+        // Checked before connecting, so a missing token is the first thing one hears.
+        let config = dashboard::DashboardConfig::from_env()?;
+        rivulet_common::telemetry::init_logging();
+        dashboard::serve(config, registry().await?).await?;
+        return Ok(Value::Null);
+    }
     let reg = registry().await?;
     match command {
+        Command::Serve => unreachable!("handled above"),
         Command::Migrate => {
             let applied = rivulet_common::migrations::migrate(reg.db()).await?;
             let all = rivulet_common::migrations::applied_versions(reg.db()).await?;
@@ -103,71 +115,31 @@ async fn run(command: Command) -> Result<Value, AdminError> {
             )
         }
         Command::Sites { command } => match command {
-            SitesCommand::Create { domain, name } => {
-                let mut redis = cache::connect().await?;
-                Ok(output::site(
-                    &reg.create_site(&mut redis, &domain, name.as_deref())
-                        .await?,
-                ))
-            }
+            SitesCommand::Create { domain, name } => Ok(output::site(
+                &ops::create_site(&reg, &domain, name.as_deref()).await?,
+            )),
             SitesCommand::List => Ok(Value::Array(
                 reg.list_sites().await?.iter().map(output::site).collect(),
             )),
             SitesCommand::Delete { site_id } => {
-                // Check Redis first so that a deletion is never recorded without the
-                // running ingests being told.
-                let mut redis = cache::connect().await?;
-                let site = reg.delete_site(site_id).await?;
-                cache::invalidate_site(&mut redis, site_id).await?;
-                Ok(output::site(&site))
+                Ok(output::site(&ops::delete_site(&reg, site_id).await?))
             }
         },
         Command::Keys { command } => match command {
             KeysCommand::Create { site_id } => {
-                let (key, rec) = reg.create_key(site_id).await?;
-                let mut v = output::key(&rec);
-                v["api_key"] = Value::String(key.reveal().to_string());
-                v["warning"] = Value::String(
-                    "This key is shown once. Keep it in an environment variable on your server, never in client-side code.".into(),
-                );
-                Ok(v)
+                let (key, rec) = ops::create_key(&reg, site_id).await?;
+                Ok(output::new_key(&rec, &key))
             }
-            KeysCommand::List { site_id } => {
-                if reg.get_site(site_id).await?.is_none() {
-                    return Err(AdminError::NotFound(format!(
-                        "site {site_id} does not exist"
-                    )));
-                }
-                Ok(Value::Array(
-                    reg.list_keys(site_id)
-                        .await?
-                        .iter()
-                        .map(output::key)
-                        .collect(),
-                ))
-            }
+            KeysCommand::List { site_id } => Ok(Value::Array(
+                ops::list_keys(&reg, site_id)
+                    .await?
+                    .iter()
+                    .map(output::key)
+                    .collect(),
+            )),
             KeysCommand::Revoke { key } => {
-                let rec = if key.starts_with("rb_") {
-                    let api_key = ApiKey::parse(&key).ok_or_else(|| {
-                        AdminError::Usage("that is not a well-formed API key (rb_ followed by 32 lowercase hex digits)".into())
-                    })?;
-                    reg.find_key_by_hash(&api_key.hash()).await?
-                } else if is_key_id(&key) {
-                    reg.find_key_by_id(&key).await?
-                } else {
-                    return Err(AdminError::Usage(
-                        "give a key id (key_ + 16 hex digits, see `keys list`) or the API key itself (rb_…)".into(),
-                    ));
-                };
-                let rec = rec.ok_or_else(|| AdminError::NotFound("no such API key".into()))?;
-                let mut redis = cache::connect().await?;
-                let revoked = reg.revoke_key(&rec).await?;
-                cache::invalidate_key(
-                    &mut redis,
-                    &rivulet_common::keys::KeyHash(rec.key_hash.clone()),
-                )
-                .await?;
-                Ok(output::key(&revoked))
+                let rec = ops::find_key(&reg, &key).await?;
+                Ok(output::key(&ops::revoke_key(&reg, &rec).await?))
             }
         },
     }

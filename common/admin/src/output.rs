@@ -1,5 +1,6 @@
 //! JSON shapes printed by the CLI (and served by the dashboard's API).
 
+use rivulet_common::keys::ApiKey;
 use rivulet_common::registry::{KeyRecord, Site};
 use serde_json::{json, Value};
 
@@ -24,14 +25,27 @@ pub fn site(s: &Site) -> Value {
     })
 }
 
-/// Never includes the secret: only the id, the display prefix and dates.
+pub const KEY_WARNING: &str = "This key is shown once. Keep it in an environment variable on your server, never in client-side code.";
+
+/// Never includes the secret: only the id, the display prefix and dates. `last_used_at`
+/// is always null: events are not stored with the key that sent them, so Rivulet does
+/// not know when a key was last used.
 pub fn key(k: &KeyRecord) -> Value {
     json!({
         "key_id": k.key_id,
         "key_prefix": k.key_prefix,
         "site_id": k.site_id,
         "created_at": rfc3339(k.created_at),
+        "last_used_at": Value::Null,
         "revoked": k.revoked == 1,
         "revoked_at": if k.revoked == 1 { rfc3339(k.revoked_at) } else { Value::Null },
     })
+}
+
+/// A key just created: the record plus the secret, the one time it is shown.
+pub fn new_key(k: &KeyRecord, secret: &ApiKey) -> Value {
+    let mut v = key(k);
+    v["api_key"] = Value::String(secret.reveal().to_string());
+    v["warning"] = Value::String(KEY_WARNING.into());
+    v
 }

@@ -1,0 +1,90 @@
+//! The JSON admin API (README, "Admin API"): the same operations as the pages and the
+//! CLI, with the CLI's JSON shapes (`output`). Auth: `auth::require_api_auth`.
+
+use super::respond::ApiError;
+use super::stats;
+use super::stats::now_secs;
+use super::AppState;
+use crate::error::AdminError;
+use crate::{ops, output};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use rivulet_common::keys::is_key_id;
+use serde::Deserialize;
+use serde_json::Value;
+
+pub async fn list_sites(State(st): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let sites = st.reg.list_sites().await?;
+    Ok(Json(Value::Array(sites.iter().map(output::site).collect())))
+}
+
+#[derive(Deserialize)]
+pub struct NewSite {
+    domain: String,
+    name: Option<String>,
+}
+
+pub async fn create_site(
+    State(st): State<AppState>,
+    Json(f): Json<NewSite>,
+) -> Result<Response, ApiError> {
+    let site = ops::create_site(&st.reg, &f.domain, f.name.as_deref()).await?;
+    Ok((StatusCode::CREATED, Json(output::site(&site))).into_response())
+}
+
+pub async fn get_site(
+    State(st): State<AppState>,
+    Path(site_id): Path<u32>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(output::site(&ops::site(&st.reg, site_id).await?)))
+}
+
+pub async fn delete_site(
+    State(st): State<AppState>,
+    Path(site_id): Path<u32>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(output::site(
+        &ops::delete_site(&st.reg, site_id).await?,
+    )))
+}
+
+pub async fn list_keys(
+    State(st): State<AppState>,
+    Path(site_id): Path<u32>,
+) -> Result<Json<Value>, ApiError> {
+    let keys = ops::list_keys(&st.reg, site_id).await?;
+    Ok(Json(Value::Array(keys.iter().map(output::key).collect())))
+}
+
+pub async fn create_key(
+    State(st): State<AppState>,
+    Path(site_id): Path<u32>,
+) -> Result<Response, ApiError> {
+    let (key, rec) = ops::create_key(&st.reg, site_id).await?;
+    Ok((StatusCode::CREATED, Json(output::new_key(&rec, &key))).into_response())
+}
+
+pub async fn revoke_key(
+    State(st): State<AppState>,
+    Path((site_id, key_id)): Path<(u32, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let no_such_key = || AdminError::NotFound(format!("site {site_id} has no key {key_id}"));
+    if !is_key_id(&key_id) {
+        return Err(no_such_key().into());
+    }
+    let rec = ops::find_key(&st.reg, &key_id).await?;
+    if rec.site_id != site_id {
+        return Err(no_such_key().into());
+    }
+    Ok(Json(output::key(&ops::revoke_key(&st.reg, &rec).await?)))
+}
+
+pub async fn overview(
+    State(st): State<AppState>,
+    Path(site_id): Path<u32>,
+) -> Result<Json<stats::Overview>, ApiError> {
+    ops::site(&st.reg, site_id).await?;
+    Ok(Json(stats::load(&st.reg, site_id, now_secs()).await?))
+}

@@ -1,0 +1,214 @@
+// The dashboard in a real browser (issue 6): Debian's chromium driven by playwright-core.
+// Logs in, creates a site, generates an API key in Settings → API Key, sends an event
+// with it to the running ingest, waits for it in the Overview, revokes the key and sees
+// the next request rejected. Screenshots of the API Key tab and the Overview are saved
+// as artifacts (path printed).
+//
+// Needs: the local stack (.stack/env), rivulet-admin built (target/debug, or
+// RIVULET_BIN_DIR), and a running ingest + enricher (scripts/run-services start, which
+// writes RIVULET_INGEST_URL to .stack/demo.env). scripts/test provides all of it.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import fs from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const stackDir = process.env.RIVULET_STACK_DIR || path.join(root, ".stack");
+const artifacts = process.env.RIVULET_ARTIFACTS_DIR || path.join(stackDir, "artifacts", "dashboard");
+const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+
+function readEnvFile(file) {
+  if (!fs.existsSync(file)) return {};
+  const env = {};
+  for (const line of fs.readFileSync(file, "utf8").split("\n")) {
+    const m = line.match(/^\s*([A-Z0-9_]+)=(.*)$/);
+    if (m) env[m[1]] = m[2].trim();
+  }
+  return env;
+}
+
+const stackEnvFile = path.join(stackDir, "env");
+assert.ok(fs.existsSync(stackEnvFile), `${stackEnvFile} is missing: run scripts/stack up`);
+const stackEnv = readEnvFile(stackEnvFile);
+const ingestUrl =
+  process.env.RIVULET_INGEST_URL || readEnvFile(path.join(stackDir, "demo.env")).RIVULET_INGEST_URL;
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitReady(url, ms) {
+  const end = Date.now() + ms;
+  for (;;) {
+    try {
+      if ((await fetch(`${url}/_readiness`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > end) throw new Error(`${url} did not become ready within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 150));
+  }
+}
+
+/** Starts `rivulet-admin serve` on a free port; its stdin is its lifeline. */
+async function startAdmin(token) {
+  const bin = path.join(process.env.RIVULET_BIN_DIR || path.join(root, "target/debug"), "rivulet-admin");
+  assert.ok(fs.existsSync(bin), `${bin} is missing: run cargo build --workspace --bins`);
+  const port = await freePort();
+  fs.mkdirSync(path.join(stackDir, "logs/tests"), { recursive: true });
+  const log = path.join(stackDir, "logs/tests", `admin-browser-${port}.log`);
+  const out = fs.openSync(log, "w");
+  const child = spawn(bin, ["serve"], {
+    env: {
+      ...process.env,
+      ...stackEnv,
+      ADMIN_ADDR: `127.0.0.1:${port}`,
+      ADMIN_TOKEN: token,
+      RIVULET_STDIN_LIFELINE: "1",
+      LOG_FORMAT: "text",
+    },
+    stdio: ["pipe", out, out],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitReady(url, 30_000);
+  return { url, log, stop: () => child.stdin.end() };
+}
+
+function track(apiKey, siteId, extra) {
+  return fetch(`${ingestUrl}/api/track`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      api_key: apiKey,
+      site_id: siteId,
+      type: "pageview",
+      hostname: "browser-test.example.com",
+      user_agent:
+        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36",
+      ip_address: "81.2.69.142",
+      ...extra,
+    }),
+  });
+}
+
+test("dashboard: login, site, Generate API Key, event in the Overview, revoke", { timeout: 180_000 }, async () => {
+  assert.ok(ingestUrl, "RIVULET_INGEST_URL is not set: start the services with scripts/run-services start");
+  await waitReady(ingestUrl, 30_000);
+  fs.mkdirSync(artifacts, { recursive: true });
+  const token = randomBytes(24).toString("hex");
+  const admin = await startAdmin(token);
+  const browser = await chromium.launch({
+    executablePath: chromiumPath,
+    headless: true,
+    args: [
+      "--no-sandbox",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-default-apps",
+      "--disable-sync",
+      "--no-first-run",
+      "--no-default-browser-check",
+      "--metrics-recording-only",
+    ],
+  });
+  try {
+    const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
+    await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: admin.url });
+    const page = await context.newPage();
+    // The only dialog the dashboard opens is the "Revoke …?" confirmation; anything else
+    // (an alert from injected script) fails the test.
+    const unexpectedDialogs = [];
+    page.on("dialog", async (d) => {
+      if (d.type() === "confirm" && d.message().startsWith("Revoke ")) return d.accept();
+      unexpectedDialogs.push(`${d.type()}: ${d.message()}`);
+      return d.dismiss();
+    });
+
+    // Log in: a wrong token is refused with a clear message, the right one gets in.
+    await page.goto(admin.url);
+    assert.match(page.url(), /\/login$/);
+    await page.fill("#token", "not-the-token");
+    await page.click("button[type=submit]");
+    await page.waitForSelector("p.error");
+    assert.match(await page.textContent("p.error"), /admin token is wrong/);
+    await page.fill("#token", token);
+    await Promise.all([page.waitForURL(/\/sites$/), page.click("button[type=submit]")]);
+
+    // Create a site.
+    const domain = `browser-${randomBytes(4).toString("hex")}.example.com`;
+    await page.fill("#domain", domain);
+    await page.fill("#name", "Browser test");
+    await Promise.all([page.waitForURL(/\/sites\/\d+\/settings$/), page.click("text=Create site")]);
+    const siteId = Number(page.url().match(/\/sites\/(\d+)\/settings$/)[1]);
+    assert.equal(await page.inputValue("#domain"), domain);
+
+    // Settings → API Key → Generate API Key: the key is shown once, with a copy button.
+    await Promise.all([page.waitForURL(/\/settings\/api-key$/), page.click("nav.tabs.sub >> text=API Key")]);
+    await Promise.all([page.waitForURL(/\/settings\/api-key$/), page.click("text=Generate API Key")]);
+    const apiKey = await page.inputValue("#new-api-key");
+    assert.match(apiKey, /^rb_[0-9a-f]{32}$/);
+    assert.match(await page.textContent(".new-key"), /environment variable.*never in client-side code/);
+    await page.click("button[data-copy]");
+    await page.waitForSelector("button[data-copy]:has-text('Copied')");
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), apiKey);
+    const keyRow = page.locator(`tr:has(code:text("${apiKey.slice(0, 11)}…"))`);
+    assert.match(await keyRow.textContent(), /Active/);
+    const apiKeyShot = path.join(artifacts, "api-key-tab.png");
+    await page.screenshot({ path: apiKeyShot, fullPage: true });
+    await page.reload();
+    assert.equal(await page.locator("#new-api-key").count(), 0, "the key is shown only once");
+
+    // An event sent with the new key reaches the Overview (ingest → Kafka → enricher →
+    // ClickHouse). A second one has a hostile pathname that must show as text.
+    const pathname = `/from-the-browser-test/${randomBytes(4).toString("hex")}`;
+    const xss = "<script>alert(1)</script>";
+    for (const extra of [{ pathname }, { pathname: xss }, { type: "custom_event", event_name: "signup", pathname }]) {
+      const r = await track(apiKey, siteId, extra);
+      assert.equal(r.status, 200, `ingest answered ${r.status}: ${await r.text()}`);
+    }
+    await Promise.all([page.waitForURL(/\/overview$/), page.click("nav.tabs >> text=Overview")]);
+    const end = Date.now() + 60_000;
+    while (!((await page.textContent("body")).includes(pathname) && (await page.textContent("body")).includes(xss))) {
+      assert.ok(Date.now() < end, "the event did not appear in the Overview within 60 s");
+      await page.waitForTimeout(1000);
+      await page.reload();
+    }
+    assert.equal(await page.textContent("#total-pageviews"), "2");
+    assert.equal(await page.textContent("#total-custom-events"), "1");
+    assert.equal(await page.locator("svg.chart rect.bar").count(), 24);
+    assert.match(await page.textContent("#latest-events"), /custom_event: signup/);
+    assert.deepEqual(unexpectedDialogs, [], "no script from event data ran");
+    const overviewShot = path.join(artifacts, "overview.png");
+    await page.screenshot({ path: overviewShot, fullPage: true });
+
+    // Revoke: the next request with the key is rejected at once.
+    await page.click("nav.tabs >> text=Settings");
+    await Promise.all([page.waitForURL(/\/settings\/api-key$/), page.click("nav.tabs.sub >> text=API Key")]);
+    await Promise.all([
+      page.waitForURL(/\/settings\/api-key\?revoked=key_[0-9a-f]{16}$/),
+      keyRow.locator("button:has-text('Revoke')").click(),
+    ]);
+    assert.match(await page.textContent(".notice"), /revoked/);
+    assert.match(await keyRow.textContent(), /Revoked/);
+    const after = await track(apiKey, siteId, { pathname: "/after-revoke" });
+    assert.equal(after.status, 401, "a revoked key is rejected at once");
+    assert.deepEqual(await after.json(), { success: false, error: "Invalid API key" });
+
+    console.log(`screenshots: ${apiKeyShot} ${overviewShot}`);
+  } finally {
+    await browser.close();
+    admin.stop();
+  }
+});
