@@ -394,3 +394,31 @@ pub async fn wait_count(sql: &str, want: u64, within: Duration) -> u64 {
     }
     last
 }
+
+/// Starts `rivulet-admin serve` (the dashboard) on a free port with the stack's
+/// environment and `ADMIN_TOKEN=token`, and waits until it is ready.
+pub async fn start_admin(token: &str, extra: &[(&str, &str)]) -> Service {
+    load_stack_env();
+    let port = free_port();
+    let log = log_file("admin");
+    let out = std::fs::File::create(&log).unwrap();
+    let mut cmd = Command::new(binary("rivulet-admin"));
+    cmd.arg("serve")
+        .env("ADMIN_ADDR", format!("127.0.0.1:{port}"))
+        .env("ADMIN_TOKEN", token)
+        .env("RUST_LOG", "info")
+        .env("RIVULET_STDIN_LIFELINE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out));
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let svc = Service {
+        child: cmd.spawn().expect("spawn rivulet-admin serve"),
+        url: format!("http://127.0.0.1:{port}"),
+        log,
+    };
+    wait_ready(&svc.url, Duration::from_secs(30)).await;
+    svc
+}
