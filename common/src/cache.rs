@@ -28,6 +28,14 @@ pub fn rate_limit_counter(key_id: &str, epoch_second: u64) -> String {
     format!("rivulet:rl:{key_id}:{epoch_second}")
 }
 
+/// When a key was last accepted (epoch seconds). Each ingest refreshes it at most once per
+/// [`LAST_USED_RESOLUTION_SECS`] per key, so it costs no Redis call on most requests.
+pub fn key_last_used(key_id: &str) -> String {
+    format!("rivulet:key_last_used:{key_id}")
+}
+
+pub const LAST_USED_RESOLUTION_SECS: u64 = 60;
+
 /// Counter from which site ids are allocated.
 pub const SITE_ID_SEQUENCE: &str = "rivulet:site_id_seq";
 

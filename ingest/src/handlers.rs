@@ -155,6 +155,7 @@ async fn admit(
         metrics::counter!("ingest_rate_limited_total").increment(1);
         return Err(IngestError::RateLimited(st.limiter.limit()));
     }
+    st.last_used.touch(&key.key_id);
     Ok(key)
 }
 

@@ -7,6 +7,7 @@ pub mod client_ip;
 pub mod config;
 pub mod decode;
 pub mod handlers;
+pub mod last_used;
 pub mod listener;
 pub mod rate_limit;
 pub mod redis_link;
@@ -76,6 +77,7 @@ impl Ingest {
         })?;
         let state = AppState {
             limiter: RateLimiter::new(cfg.rate_limit_per_second, redis.clone()),
+            last_used: Arc::new(crate::last_used::LastUsed::new(redis.clone())),
             cfg: Arc::new(cfg),
             auth,
             sink: kafka.clone() as Arc<dyn EventSink>,

@@ -1,5 +1,6 @@
 use crate::auth::Auth;
 use crate::config::IngestConfig;
+use crate::last_used::LastUsed;
 use crate::rate_limit::RateLimiter;
 use crate::redis_link::RedisLink;
 use crate::sink::EventSink;
@@ -13,6 +14,7 @@ pub struct AppState {
     pub cfg: Arc<IngestConfig>,
     pub auth: Arc<Auth>,
     pub limiter: Arc<RateLimiter>,
+    pub last_used: Arc<LastUsed>,
     pub sink: Arc<dyn EventSink>,
     pub redis: Arc<RedisLink>,
     pub prometheus: PrometheusHandle,

@@ -415,7 +415,21 @@ async fn a_key_revoked_in_the_dashboard_is_rejected_by_a_running_ingest_at_once(
             .unwrap()
             .status()
     };
+    assert!(again.contains("never</span>"), "a new key was never used");
     assert_eq!(track().await, StatusCode::OK);
+    // Last used: written by the ingest in the background, shown to the minute.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (_, page) = d.get(&format!("/sites/{site_id}/settings/api-key")).await;
+        if !page.contains("never</span>") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the key's last use never showed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 
     let key_id = registry().await.list_keys(site_id).await.unwrap()[0]
         .key_id

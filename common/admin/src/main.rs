@@ -130,13 +130,15 @@ async fn run(command: Command) -> Result<Value, AdminError> {
                 let (key, rec) = ops::create_key(&reg, site_id).await?;
                 Ok(output::new_key(&rec, &key))
             }
-            KeysCommand::List { site_id } => Ok(Value::Array(
-                ops::list_keys(&reg, site_id)
-                    .await?
-                    .iter()
-                    .map(output::key)
-                    .collect(),
-            )),
+            KeysCommand::List { site_id } => {
+                let keys = ops::list_keys(&reg, site_id).await?;
+                let used = ops::last_used(&keys).await;
+                Ok(Value::Array(
+                    keys.iter()
+                        .map(|k| output::key_used(k, used.get(&k.key_id).copied()))
+                        .collect(),
+                ))
+            }
             KeysCommand::Revoke { key } => {
                 let rec = ops::find_key(&reg, &key).await?;
                 Ok(output::key(&ops::revoke_key(&reg, &rec).await?))

@@ -27,16 +27,20 @@ pub fn site(s: &Site) -> Value {
 
 pub const KEY_WARNING: &str = "This key is shown once. Keep it in an environment variable on your server, never in client-side code.";
 
-/// Never includes the secret: only the id, the display prefix and dates. `last_used_at`
-/// is always null: events are not stored with the key that sent them, so Rivulet does
-/// not know when a key was last used.
+/// Never includes the secret: only the id, the display prefix and dates.
 pub fn key(k: &KeyRecord) -> Value {
+    key_used(k, None)
+}
+
+/// `key` with `last_used_at`: when an ingest last accepted a request with it (to the
+/// minute; null when never, or not known because Redis was unreachable).
+pub fn key_used(k: &KeyRecord, last_used: Option<u32>) -> Value {
     json!({
         "key_id": k.key_id,
         "key_prefix": k.key_prefix,
         "site_id": k.site_id,
         "created_at": rfc3339(k.created_at),
-        "last_used_at": Value::Null,
+        "last_used_at": last_used.map(rfc3339).unwrap_or(Value::Null),
         "revoked": k.revoked == 1,
         "revoked_at": if k.revoked == 1 { rfc3339(k.revoked_at) } else { Value::Null },
     })

@@ -55,7 +55,12 @@ pub async fn list_keys(
     Path(site_id): Path<u32>,
 ) -> Result<Json<Value>, ApiError> {
     let keys = ops::list_keys(&st.reg, site_id).await?;
-    Ok(Json(Value::Array(keys.iter().map(output::key).collect())))
+    let used = ops::last_used(&keys).await;
+    Ok(Json(Value::Array(
+        keys.iter()
+            .map(|k| output::key_used(k, used.get(&k.key_id).copied()))
+            .collect(),
+    )))
 }
 
 pub async fn create_key(

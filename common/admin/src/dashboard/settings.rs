@@ -110,6 +110,7 @@ pub async fn api_key(
 ) -> Result<Response, PageError> {
     let site = ops::site(&st.reg, site_id).await?;
     let keys = ops::list_keys(&st.reg, site_id).await?;
+    let used = ops::last_used(&keys).await;
     let new_key = st.auth.take_new_key(&session, site_id);
     let revoked = q
         .revoked
@@ -149,7 +150,12 @@ pub async fn api_key(
                         tr data-key-id=(k.key_id) {
                             td { code { (k.key_prefix) "…" } br; span.muted.mono { (k.key_id) } }
                             td { (layout::datetime(k.created_at)) }
-                            td title="Rivulet does not record when a key was used" { "—" }
+                            td {
+                                @match used.get(&k.key_id) {
+                                    Some(at) => (layout::datetime(*at)),
+                                    None => span.muted { "never" },
+                                }
+                            }
                             td {
                                 @if k.revoked == 1 {
                                     span.badge.revoked { "Revoked " (layout::datetime(k.revoked_at)) }
@@ -170,7 +176,7 @@ pub async fn api_key(
                     }
                 }
             }
-            p.hint { "Last used: not recorded — events are stored without the key that sent them." }
+            p.hint { "Last used: when an ingest last accepted a request with the key, to the minute." }
         }
     };
     Ok(layout::html(layout::page(
