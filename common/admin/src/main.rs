@@ -135,7 +135,12 @@ async fn run(command: Command) -> Result<Value, AdminError> {
                 let used = ops::last_used(&keys).await;
                 Ok(Value::Array(
                     keys.iter()
-                        .map(|k| output::key_used(k, used.get(&k.key_id).copied()))
+                        .map(|k| {
+                            output::key_used(
+                                k,
+                                used.as_ref().and_then(|u| u.get(&k.key_id).copied()),
+                            )
+                        })
                         .collect(),
                 ))
             }

@@ -86,16 +86,14 @@ pub async fn list_keys(reg: &Registry, site_id: u32) -> Result<Vec<KeyRecord>, A
     Ok(reg.list_keys(site_id).await?)
 }
 
-/// When each key was last used (epoch seconds), as recorded in Redis by the ingests. Best
-/// effort: an unreachable Redis gives an empty map, not an error.
-pub async fn last_used(keys: &[KeyRecord]) -> std::collections::HashMap<String, u32> {
+/// When each key was last used (epoch seconds), as recorded in Redis by the ingests; a key
+/// never used is absent. `None` when Redis cannot say: the pages still render.
+pub async fn last_used(keys: &[KeyRecord]) -> Option<std::collections::HashMap<String, u32>> {
     let mut out = std::collections::HashMap::new();
     if keys.is_empty() {
-        return out;
+        return Some(out);
     }
-    let Ok(mut redis) = cache::connect().await else {
-        return out;
-    };
+    let mut redis = cache::connect().await.ok()?;
     let names: Vec<String> = keys
         .iter()
         .map(|k| rivulet_common::cache::key_last_used(&k.key_id))
@@ -104,13 +102,13 @@ pub async fn last_used(keys: &[KeyRecord]) -> std::collections::HashMap<String, 
         .arg(&names)
         .query_async(&mut redis)
         .await
-        .unwrap_or_default();
+        .ok()?;
     for (k, v) in keys.iter().zip(values) {
         if let Some(at) = v {
             out.insert(k.key_id.clone(), at);
         }
     }
-    out
+    Some(out)
 }
 
 /// A key by its id (`key_…`) or by the key itself (`rb_…`).

@@ -33,7 +33,7 @@ pub fn key(k: &KeyRecord) -> Value {
 }
 
 /// `key` with `last_used_at`: when an ingest last accepted a request with it (to the
-/// minute; null when never, or not known because Redis was unreachable).
+/// minute; null when never used, or when Redis could not be asked).
 pub fn key_used(k: &KeyRecord, last_used: Option<u32>) -> Value {
     json!({
         "key_id": k.key_id,

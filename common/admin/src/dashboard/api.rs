@@ -58,7 +58,7 @@ pub async fn list_keys(
     let used = ops::last_used(&keys).await;
     Ok(Json(Value::Array(
         keys.iter()
-            .map(|k| output::key_used(k, used.get(&k.key_id).copied()))
+            .map(|k| output::key_used(k, used.as_ref().and_then(|u| u.get(&k.key_id).copied())))
             .collect(),
     )))
 }

@@ -151,9 +151,10 @@ pub async fn api_key(
                             td { code { (k.key_prefix) "…" } br; span.muted.mono { (k.key_id) } }
                             td { (layout::datetime(k.created_at)) }
                             td {
-                                @match used.get(&k.key_id) {
-                                    Some(at) => (layout::datetime(*at)),
-                                    None => span.muted { "never" },
+                                @match used.as_ref().map(|u| u.get(&k.key_id)) {
+                                    Some(Some(at)) => (layout::datetime(*at)),
+                                    Some(None) => span.muted { "never" },
+                                    None => span.muted title="Redis is unreachable" { "unknown" },
                                 }
                             }
                             td {
