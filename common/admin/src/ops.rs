@@ -86,6 +86,19 @@ pub async fn list_keys(reg: &Registry, site_id: u32) -> Result<Vec<KeyRecord>, A
     Ok(reg.list_keys(site_id).await?)
 }
 
+/// A key of one site by its id (`key_…`); 404 for another site's key or a malformed id.
+pub async fn site_key(reg: &Registry, site_id: u32, key_id: &str) -> Result<KeyRecord, AdminError> {
+    let no_such_key = || AdminError::NotFound(format!("site {site_id} has no key {key_id}"));
+    if !is_key_id(key_id) {
+        return Err(no_such_key());
+    }
+    let rec = find_key(reg, key_id).await?;
+    if rec.site_id != site_id {
+        return Err(no_such_key());
+    }
+    Ok(rec)
+}
+
 /// When each key was last used (epoch seconds), as recorded in Redis by the ingests; a key
 /// never used is absent. `None` when Redis cannot say: the pages still render.
 pub async fn last_used(keys: &[KeyRecord]) -> Option<std::collections::HashMap<String, u32>> {

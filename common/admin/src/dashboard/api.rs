@@ -5,13 +5,11 @@ use super::respond::ApiError;
 use super::stats;
 use super::stats::now_secs;
 use super::AppState;
-use crate::error::AdminError;
 use crate::{ops, output};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use rivulet_common::keys::is_key_id;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -75,14 +73,7 @@ pub async fn revoke_key(
     State(st): State<AppState>,
     Path((site_id, key_id)): Path<(u32, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let no_such_key = || AdminError::NotFound(format!("site {site_id} has no key {key_id}"));
-    if !is_key_id(&key_id) {
-        return Err(no_such_key().into());
-    }
-    let rec = ops::find_key(&st.reg, &key_id).await?;
-    if rec.site_id != site_id {
-        return Err(no_such_key().into());
-    }
+    let rec = ops::site_key(&st.reg, site_id, &key_id).await?;
     Ok(Json(output::key(&ops::revoke_key(&st.reg, &rec).await?)))
 }
 

@@ -12,7 +12,6 @@ use axum::extract::{Form, Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Extension;
 use maud::html;
-use rivulet_common::keys::is_key_id;
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -211,14 +210,7 @@ pub async fn revoke_key(
     State(st): State<AppState>,
     Path((site_id, key_id)): Path<(u32, String)>,
 ) -> Result<Response, PageError> {
-    let no_such_key = || AdminError::NotFound(format!("site {site_id} has no key {key_id}"));
-    if !is_key_id(&key_id) {
-        return Err(no_such_key().into());
-    }
-    let rec = ops::find_key(&st.reg, &key_id).await?;
-    if rec.site_id != site_id {
-        return Err(no_such_key().into());
-    }
+    let rec = ops::site_key(&st.reg, site_id, &key_id).await?;
     ops::revoke_key(&st.reg, &rec).await?;
     tracing::info!(site_id, key_id = %key_id, "API key revoked from the dashboard");
     Ok(Redirect::to(&format!(
