@@ -3,11 +3,11 @@
 //! adds no latency and almost no Redis traffic. Best effort: while Redis is down it is
 //! simply not updated.
 
+use crate::rate_limit::epoch_second;
 use crate::redis_link::RedisLink;
 use rivulet_common::cache::{key_last_used, LAST_USED_RESOLUTION_SECS};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Kept for about a year and a month after the last use.
 const KEEP_SECS: u64 = 400 * 86_400;
@@ -28,10 +28,7 @@ impl LastUsed {
 
     /// Records that `key_id` was just used, if this process has not done so lately.
     pub fn touch(&self, key_id: &str) {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        let now = epoch_second();
         {
             let mut written = self.written.lock().expect("last-used lock");
             if let Some(at) = written.get(key_id) {

@@ -45,7 +45,8 @@ struct KeyQueue {
     full_second: Option<u64>,
 }
 
-fn epoch_second() -> u64 {
+/// Seconds since the Unix epoch (also the clock of `last_used`).
+pub(crate) fn epoch_second() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
