@@ -1,25 +1,31 @@
 //! A small HTTP load generator for `scripts/bench` (loopback only).
 //!
 //!   loadgen max  URL BODY_FILE CONNECTIONS SECONDS       closed loop: as fast as possible
-//!   loadgen rate URL BODY_FILE RATE SECONDS              open loop: RATE requests/s
+//!   loadgen rate URL BODY_FILE RATE SECONDS [CONNECTIONS] open loop: RATE requests/s over
+//!                                                         CONNECTIONS (default 64) connections
 //!
 //! Prints one JSON line: requests, ok, errors, requests_per_sec, p50/p90/p99/max in ms.
 //! In open-loop mode latency is measured from each request's scheduled start, so a
-//! stalled server shows up in the percentiles (no coordinated omission).
+//! stalled server shows up in the percentiles (no coordinated omission). Open loop first
+//! runs LOADGEN_WARMUP_SECS (default 2) at the same rate, not recorded: connections are
+//! opened and the server's caches and the broker's JIT are warm when measuring starts.
+//! LOADGEN_TRACE=FILE writes one line per request: start (s), latency (ms), ok.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 6 {
-        eprintln!("usage: loadgen max|rate URL BODY_FILE CONNECTIONS|RATE SECONDS");
+    if args.len() != 6 && args.len() != 7 {
+        eprintln!("usage: loadgen max|rate URL BODY_FILE CONNECTIONS|RATE SECONDS [CONNECTIONS]");
         std::process::exit(2);
     }
     let (mode, url, body_file) = (args[1].clone(), args[2].clone(), &args[3]);
     let n: u64 = args[4].parse().expect("a number");
     let secs: u64 = args[5].parse().expect("seconds");
+    let conns: u64 = args.get(6).map_or(64, |c| c.parse().expect("connections"));
+    let warmup_secs: u64 =
+        std::env::var("LOADGEN_WARMUP_SECS").map_or(2, |w| w.parse().expect("seconds"));
     assert!(
         url.starts_with("http://127.") || url.starts_with("http://localhost"),
         "loopback targets only"
@@ -31,7 +37,10 @@ async fn main() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(secs);
     let started = Instant::now();
-    let results: Vec<(bool, f64)> = match mode.as_str() {
+    // Open loop: request i is due at begin + i/RATE; recording starts after the warm-up.
+    let begin = started + Duration::from_millis(50);
+    // (ok, latency in ms, start in seconds since the run began)
+    let results: Vec<(bool, f64, f64)> = match mode.as_str() {
         "max" => {
             let tasks: Vec<_> = (0..n)
                 .map(|_| {
@@ -41,7 +50,8 @@ async fn main() {
                         while Instant::now() < deadline {
                             let t = Instant::now();
                             let ok = send(&client, &url, body.clone()).await;
-                            out.push((ok, t.elapsed().as_secs_f64() * 1000.0));
+                            let at = t.duration_since(started).as_secs_f64();
+                            out.push((ok, t.elapsed().as_secs_f64() * 1000.0, at));
                         }
                         out
                     })
@@ -54,32 +64,58 @@ async fn main() {
             all
         }
         "rate" => {
-            let interval = Duration::from_secs_f64(1.0 / n as f64);
-            let out = Arc::new(std::sync::Mutex::new(Vec::new()));
-            let mut handles = Vec::new();
-            let mut next = Instant::now();
-            while next < deadline {
-                let scheduled = next;
-                let (client, url, body, out) =
-                    (client.clone(), url.clone(), body.clone(), out.clone());
-                handles.push(tokio::spawn(async move {
-                    let ok = send(&client, &url, body).await;
-                    out.lock()
-                        .unwrap()
-                        .push((ok, scheduled.elapsed().as_secs_f64() * 1000.0));
-                }));
-                next += interval;
-                tokio::time::sleep_until(next.into()).await;
+            // wrk2's design: a fixed set of connections, each sending its share of a fixed
+            // schedule (request i is due at i/RATE). A request that is late because its
+            // connection is still busy counts from when it was due, so a stall is measured in
+            // full, but a stall does not turn into a storm of new connections, which is what
+            // a per-request task did: every request in flight during a 20 ms pause opened a
+            // connection of its own, and the accept storm grew the pause tenfold.
+            let conns = conns.min(n).max(1);
+            let warm = Duration::from_secs(warmup_secs);
+            let total = (n as f64 * (warmup_secs + secs) as f64) as u64;
+            let tasks: Vec<_> = (0..conns)
+                .map(|c| {
+                    let (client, url, body) = (client.clone(), url.clone(), body.clone());
+                    tokio::spawn(async move {
+                        let mut out = Vec::new();
+                        let mut i = c;
+                        while i < total {
+                            let due = begin + Duration::from_secs_f64(i as f64 / n as f64);
+                            tokio::time::sleep_until(due.into()).await;
+                            let ok = send(&client, &url, body.clone()).await;
+                            let since = due.duration_since(begin);
+                            if since >= warm {
+                                let at = (since - warm).as_secs_f64();
+                                out.push((ok, due.elapsed().as_secs_f64() * 1000.0, at));
+                            }
+                            i += conns;
+                        }
+                        out
+                    })
+                })
+                .collect();
+            let mut all = Vec::new();
+            for t in tasks {
+                all.extend(t.await.unwrap());
             }
-            for h in handles {
-                let _ = h.await;
-            }
-            let v = out.lock().unwrap().clone();
-            v
+            all
         }
         _ => panic!("mode is max or rate"),
     };
-    let elapsed = started.elapsed().as_secs_f64();
+    let elapsed = match mode.as_str() {
+        "rate" => (begin + Duration::from_secs(warmup_secs))
+            .elapsed()
+            .as_secs_f64(),
+        _ => started.elapsed().as_secs_f64(),
+    };
+    if let Ok(path) = std::env::var("LOADGEN_TRACE") {
+        // One line per request, "start_s latency_ms ok", to look for a pattern in the tail.
+        let mut lines = String::new();
+        for (ok, ms, at) in &results {
+            lines.push_str(&format!("{at:.6} {ms:.3} {}\n", *ok as u8));
+        }
+        std::fs::write(path, lines).expect("trace file");
+    }
     let mut lat: Vec<f64> = results.iter().map(|r| r.1).collect();
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let pct = |p: f64| {
