@@ -26,16 +26,20 @@ impl Poison {
 
 pub fn decode(payload: Option<&[u8]>) -> Result<RawEvent, Poison> {
     let bytes = payload.filter(|p| !p.is_empty()).ok_or(Poison::Empty)?;
-    let probe: VersionProbe =
-        serde_json::from_slice(bytes).map_err(|e| Poison::NotJson(e.to_string()))?;
-    if probe.v != Some(RAW_EVENT_VERSION) {
-        return Err(Poison::UnknownVersion(probe.v));
+    // One parse for the usual message; only a failure is parsed again to say why.
+    match serde_json::from_slice::<RawEvent>(bytes) {
+        Ok(ev) if ev.v != RAW_EVENT_VERSION => Err(Poison::UnknownVersion(Some(ev.v))),
+        Ok(ev) if ev.site_id == 0 => Err(Poison::Invalid("site_id is 0".into())),
+        Ok(ev) => Ok(ev),
+        Err(invalid) => {
+            let probe: VersionProbe =
+                serde_json::from_slice(bytes).map_err(|e| Poison::NotJson(e.to_string()))?;
+            if probe.v != Some(RAW_EVENT_VERSION) {
+                return Err(Poison::UnknownVersion(probe.v));
+            }
+            Err(Poison::Invalid(invalid.to_string()))
+        }
     }
-    let ev: RawEvent = serde_json::from_slice(bytes).map_err(|e| Poison::Invalid(e.to_string()))?;
-    if ev.site_id == 0 {
-        return Err(Poison::Invalid("site_id is 0".into()));
-    }
-    Ok(ev)
 }
 
 #[cfg(test)]

@@ -10,8 +10,10 @@
 //!   (`GB-England`, not `GB-ENG`); a reader of the column can tell the two apart because
 //!   ISO 3166-2 subdivision codes are 1–3 upper-case letters or digits.
 //!
-//! The files are read into memory: `maxminddb::Reader::open_mmap` is an `unsafe fn`
-//! (the file must not change while mapped) and this workspace forbids `unsafe`.
+//! The files are memory-mapped, read-only: the pages a lookup touches are shared page
+//! cache (replicas on one host share them, the kernel can drop them under pressure), not
+//! a private copy of the whole file (~134 MB for DB-IP City Lite). Mapping is the one
+//! `unsafe` call of Rivulet ([`map_file`]); see it for the rule that makes it sound.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -72,8 +74,39 @@ pub struct GeoDb {
 
 struct Source {
     path: PathBuf,
-    reader: Reader<Vec<u8>>,
+    reader: Reader<Buffer>,
     layout: Layout,
+}
+
+/// The bytes of a database: a mapped file, or a buffer (tests build databases in memory).
+pub enum Buffer {
+    Mapped(maxminddb::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl AsRef<[u8]> for Buffer {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Buffer::Mapped(m) => m,
+            Buffer::Owned(v) => v,
+        }
+    }
+}
+
+/// Maps a database file read-only.
+///
+/// Mapping is `unsafe` because the mapped bytes must not change while the map lives: a
+/// file rewritten in place could change under a lookup, and one truncated makes a lookup
+/// fault (SIGBUS). Rivulet only reads the map, and the README tells operators to replace a
+/// database by writing a new file and renaming it over the old one (as MaxMind's
+/// `geoipupdate` does): the running enricher keeps the old inode mapped, and reads the new
+/// file after a restart.
+#[allow(unsafe_code)]
+fn map_file(path: &Path) -> std::io::Result<maxminddb::Mmap> {
+    let file = std::fs::File::open(path)?;
+    // SAFETY: read-only map of a file that is replaced by rename, never modified in place
+    // (see above); the map owns its own reference to the file and outlives no borrow.
+    unsafe { maxminddb::Mmap::map(&file) }
 }
 
 impl fmt::Debug for GeoDb {
@@ -102,8 +135,8 @@ impl GeoDb {
         let buffers = paths
             .iter()
             .map(|path| {
-                std::fs::read(path)
-                    .map(|buf| (path.clone(), buf))
+                map_file(path)
+                    .map(|map| (path.clone(), Buffer::Mapped(map)))
                     .map_err(|e| GeoError::Open {
                         path: path.clone(),
                         source: MaxMindDbError::Io(e),
@@ -121,7 +154,7 @@ impl GeoDb {
         }
     }
 
-    fn from_buffers(buffers: Vec<(PathBuf, Vec<u8>)>) -> Result<GeoDb, GeoError> {
+    fn from_buffers(buffers: Vec<(PathBuf, Buffer)>) -> Result<GeoDb, GeoError> {
         if buffers.is_empty() || buffers.len() > 2 {
             return Err(GeoError::FileCount(buffers.len()));
         }
@@ -224,7 +257,7 @@ const PROBE_RECORDS: usize = 256;
 /// either layout decides), falling back to the metadata's `database_type` for a file
 /// without such records; then decodes the first [`PROBE_RECORDS`] records with that
 /// layout, so that a corrupt data section fails here rather than on events.
-fn detect_layout(path: &Path, reader: &Reader<Vec<u8>>) -> Result<Layout, GeoError> {
+fn detect_layout(path: &Path, reader: &Reader<Buffer>) -> Result<Layout, GeoError> {
     let invalid = |reason: String| GeoError::Invalid {
         path: path.to_path_buf(),
         reason,
@@ -539,7 +572,10 @@ mod tests {
         let missing = GeoDb::open(&[testdata("no-such-file.mmdb")]).unwrap_err();
         assert!(matches!(missing, GeoError::Open { .. }), "{missing}");
 
-        let garbage = GeoDb::from_buffers(vec![("garbage.mmdb".into(), vec![0x42; 4096])]);
+        let garbage = GeoDb::from_buffers(vec![(
+            "garbage.mmdb".into(),
+            Buffer::Owned(vec![0x42; 4096]),
+        )]);
         assert!(matches!(garbage, Err(GeoError::Open { .. })));
 
         let city = testdata("GeoLite2-City-Test.mmdb");
@@ -562,7 +598,11 @@ mod tests {
         let v4 = mmdb::build(4, &[("81.2.69.0", 24, &london)]);
         let v6 = mmdb::build(6, &[("2001:218::", 32, &tokyo)]);
         // Given in v6, v4 order: the pair is sorted so IPv4 is answered by the v4 file.
-        let db = GeoDb::from_buffers(vec![("v6.mmdb".into(), v6), ("v4.mmdb".into(), v4)]).unwrap();
+        let db = GeoDb::from_buffers(vec![
+            ("v6.mmdb".into(), Buffer::Owned(v6)),
+            ("v4.mmdb".into(), Buffer::Owned(v4)),
+        ])
+        .unwrap();
         assert!(db.describe().contains("Flat layout"), "{}", db.describe());
 
         let geo = db.lookup(ip("81.2.69.142"));
@@ -586,7 +626,7 @@ mod tests {
     fn flat_layout_single_ipv6_file_answers_ipv4_through_the_mapped_subtree() {
         let london = flat_record("London", "GB", "England", 51.5085, -0.1257);
         let v6 = mmdb::build(6, &[("::81.2.69.0", 120, &london)]);
-        let db = GeoDb::from_buffers(vec![("all.mmdb".into(), v6)]).unwrap();
+        let db = GeoDb::from_buffers(vec![("all.mmdb".into(), Buffer::Owned(v6))]).unwrap();
         assert_eq!(db.lookup(ip("81.2.69.142")).city, "London");
     }
 
@@ -594,7 +634,7 @@ mod tests {
     fn record_without_known_fields_is_rejected() {
         let odd = vec![("asn".to_string(), mmdb::Value::Str("AS1".into()))];
         let v4 = mmdb::build(4, &[("1.0.0.0", 8, &odd)]);
-        let err = GeoDb::from_buffers(vec![("asn.mmdb".into(), v4)]).unwrap_err();
+        let err = GeoDb::from_buffers(vec![("asn.mmdb".into(), Buffer::Owned(v4))]).unwrap_err();
         assert!(matches!(err, GeoError::Invalid { .. }), "{err}");
     }
 

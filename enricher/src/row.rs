@@ -48,18 +48,76 @@ pub struct EventRow {
     pub ip: String,
 }
 
+/// The columns `write_row_binary` writes, in its order.
+pub const COLUMNS: &str =
+    "event_id, site_id, timestamp, received_at, type, event_name, properties, \
+hostname, pathname, querystring, page_title, referrer, channel, user_id, session_id, language, \
+screen_width, screen_height, country, region, city, lat, lon, browser, browser_version, \
+operating_system, operating_system_version, device_type, is_bot, ip";
+
 impl EventRow {
-    /// Rough size in bytes, for the batch's byte bound.
-    pub fn approx_bytes(&self) -> usize {
-        150 + self.properties.len()
-            + self.pathname.len()
-            + self.querystring.len()
-            + self.page_title.len()
-            + self.referrer.len()
-            + self.user_id.len()
-            + self.hostname.len()
-            + self.event_name.len()
+    /// Appends the row in ClickHouse's RowBinary format, columns as in [`COLUMNS`].
+    ///
+    /// A batch keeps its rows encoded (about a third of the memory of the structs, and
+    /// ready to resend unchanged when an insert is retried).
+    pub fn write_row_binary(&self, out: &mut Vec<u8>) {
+        // UUID: the high then the low 64 bits, each little-endian (as the clickhouse crate).
+        let (high, low) = self.event_id.as_u64_pair();
+        out.extend_from_slice(&high.to_le_bytes());
+        out.extend_from_slice(&low.to_le_bytes());
+        out.extend_from_slice(&self.site_id.to_le_bytes());
+        out.extend_from_slice(&self.timestamp.to_le_bytes());
+        out.extend_from_slice(&self.received_at.to_le_bytes());
+        for s in [
+            &self.event_type,
+            &self.event_name,
+            &self.properties,
+            &self.hostname,
+            &self.pathname,
+            &self.querystring,
+            &self.page_title,
+            &self.referrer,
+            &self.channel,
+            &self.user_id,
+            &self.session_id,
+            &self.language,
+        ] {
+            put_string(out, s);
+        }
+        out.extend_from_slice(&self.screen_width.to_le_bytes());
+        out.extend_from_slice(&self.screen_height.to_le_bytes());
+        put_string(out, &self.country);
+        put_string(out, &self.region);
+        put_string(out, &self.city);
+        out.extend_from_slice(&self.lat.to_le_bytes());
+        out.extend_from_slice(&self.lon.to_le_bytes());
+        for s in [
+            &self.browser,
+            &self.browser_version,
+            &self.operating_system,
+            &self.operating_system_version,
+            &self.device_type,
+        ] {
+            put_string(out, s);
+        }
+        out.push(self.is_bot);
+        put_string(out, &self.ip);
     }
+}
+
+/// RowBinary `String`: the length as unsigned LEB128, then the bytes.
+fn put_string(out: &mut Vec<u8>, s: &str) {
+    let mut n = s.len() as u64;
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            break;
+        }
+        out.push(byte | 0x80);
+    }
+    out.extend_from_slice(s.as_bytes());
 }
 
 /// What enrichment needs, built once at startup.
@@ -132,5 +190,78 @@ impl Enrichers {
             is_bot: u8::from(device.is_bot),
             ip: if self.store_ip { raw.ip } else { String::new() },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_lengths_are_leb128() {
+        let mut out = Vec::new();
+        put_string(&mut out, "");
+        assert_eq!(out, [0]);
+        out.clear();
+        put_string(&mut out, &"a".repeat(127));
+        assert_eq!(out[0], 127);
+        assert_eq!(out.len(), 128);
+        out.clear();
+        put_string(&mut out, &"a".repeat(300));
+        // 300 = 0b10_0101100: low seven bits with the continuation bit, then 2.
+        assert_eq!(&out[..2], &[0xac, 0x02]);
+        assert_eq!(out.len(), 302);
+    }
+
+    #[test]
+    fn columns_match_the_struct() {
+        // Serde's field order is the struct's; COLUMNS must list the same names in it.
+        let row = EventRow {
+            event_id: Uuid::nil(),
+            site_id: 0,
+            timestamp: 0,
+            received_at: 0,
+            event_type: String::new(),
+            event_name: String::new(),
+            properties: String::new(),
+            hostname: String::new(),
+            pathname: String::new(),
+            querystring: String::new(),
+            page_title: String::new(),
+            referrer: String::new(),
+            channel: String::new(),
+            user_id: String::new(),
+            session_id: String::new(),
+            language: String::new(),
+            screen_width: 0,
+            screen_height: 0,
+            country: String::new(),
+            region: String::new(),
+            city: String::new(),
+            lat: 0.0,
+            lon: 0.0,
+            browser: String::new(),
+            browser_version: String::new(),
+            operating_system: String::new(),
+            operating_system_version: String::new(),
+            device_type: String::new(),
+            is_bot: 0,
+            ip: String::new(),
+        };
+        let json = serde_json::to_string(&row).unwrap();
+        let names: Vec<String> =
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&json)
+                .map(|m| m.keys().cloned().collect())
+                .unwrap();
+        let listed: Vec<&str> = COLUMNS.split(',').map(str::trim).collect();
+        let mut sorted_listed = listed.clone();
+        sorted_listed.sort_unstable();
+        let mut sorted_names: Vec<&str> = names.iter().map(String::as_str).collect();
+        sorted_names.sort_unstable();
+        assert_eq!(sorted_listed, sorted_names);
+        // Fixed-size part of an all-empty row: 16 + 3×4 + 12 strings + 2×2 + 3 strings + 2×8 + 5 strings + 1 + 1 string.
+        let mut out = Vec::new();
+        row.write_row_binary(&mut out);
+        assert_eq!(out.len(), 16 + 12 + 12 + 4 + 3 + 16 + 5 + 1 + 1);
     }
 }

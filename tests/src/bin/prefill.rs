@@ -1,34 +1,47 @@
 //! Fills a Kafka topic with realistic raw events for `scripts/bench enricher`.
 //!
-//!   prefill TOPIC COUNT SITE_ID
+//!   prefill TOPIC COUNT SITE_ID UAP_CORE_TESTS_DIR
 //!
-//! User agents: a synthetic mix from templates of real browsers/OSes/devices and bots
-//! with varying versions (the last few releases, a handful of builds each; popular ones far
+//! User agents: drawn from uap-core's own test cases (`test_ua.yaml`, `test_os.yaml`,
+//! `test_device.yaml` in UAP_CORE_TESTS_DIR; the `ua-parser` crate ships them in its
+//! package, Apache-2.0), shuffled, then picked with a skewed popularity (popular ones far
 //! more often; the count of distinct strings is printed);
 //! IPs: random public IPv4 (10 % IPv6); paths, referrers and UTM tags varied.
 
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rivulet_common::event::{EventType, RawEvent, RAW_EVENT_VERSION};
+use serde::Deserialize;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-const TEMPLATES: &[&str] = &[
-    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{M}.0.{P}.{Q} Safari/537.36",
-    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{M}.0.{P}.{Q} Safari/537.36",
-    "Mozilla/5.0 (Linux; Android {A}; SM-S9{Q}B) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{M}.0.{P}.{Q} Mobile Safari/537.36",
-    "Mozilla/5.0 (Linux; Android {A}; Pixel {A}) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{M}.0.{P}.{Q} Mobile Safari/537.36",
-    "Mozilla/5.0 (iPhone; CPU iPhone OS {I}_{Q} like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/{I}.{Q} Mobile/15E148 Safari/604.1",
-    "Mozilla/5.0 (iPad; CPU OS {I}_{Q} like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/{I}.{Q} Mobile/15E148 Safari/604.1",
-    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/{I}.{Q} Safari/605.1.15",
-    "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:{M}.0) Gecko/20100101 Firefox/{M}.0",
-    "Mozilla/5.0 (X11; Linux x86_64; rv:{M}.0) Gecko/20100101 Firefox/{M}.0",
-    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{M}.0.{P}.{Q} Safari/537.36 Edg/{M}.0.{P}.{Q}",
-    "Mozilla/5.0 (Linux; Android {A}; SM-X{Q}0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{M}.0.{P}.{Q} Safari/537.36",
-    "Mozilla/5.0 (iPhone; CPU iPhone OS {I}_{Q} like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) CriOS/{M}.0.{P}.{Q} Mobile/15E148 Safari/604.1",
-    "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
-    "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)",
-    "Mozilla/5.0 (Linux; Android {A}; SAMSUNG SM-A{Q}5F) AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/{I}.0 Chrome/{M}.0.0.0 Mobile Safari/537.36",
-    "curl/8.{Q}.0",
-];
+#[derive(Deserialize)]
+struct TestFile {
+    test_cases: Vec<TestCase>,
+}
+
+#[derive(Deserialize)]
+struct TestCase {
+    user_agent_string: String,
+}
+
+/// Every distinct user agent of uap-core's test files, in a deterministic shuffled order.
+fn uap_core_user_agents(dir: &Path, rng: &mut Rng) -> Vec<String> {
+    let mut all = std::collections::BTreeSet::new();
+    for name in ["test_ua.yaml", "test_os.yaml", "test_device.yaml"] {
+        let path = dir.join(name);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let file: TestFile = serde_yaml_ng::from_str(&text)
+            .unwrap_or_else(|e| panic!("{} is not a uap-core test file: {e}", path.display()));
+        all.extend(file.test_cases.into_iter().map(|c| c.user_agent_string));
+    }
+    let mut uas: Vec<String> = all.into_iter().filter(|u| !u.trim().is_empty()).collect();
+    for i in (1..uas.len()).rev() {
+        uas.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    uas
+}
+
 const REFERRERS: &[&str] = &[
     "",
     "",
@@ -71,17 +84,6 @@ impl Rng {
     }
 }
 
-fn user_agent(rng: &mut Rng) -> String {
-    let t = TEMPLATES[rng.skewed(TEMPLATES.len() as u64) as usize];
-    // Real traffic concentrates on the last few releases, each with a handful of builds.
-    let m = 131 - rng.skewed(12);
-    t.replace("{M}", &m.to_string())
-        .replace("{P}", &(6700 + 10 * rng.skewed(8)).to_string())
-        .replace("{Q}", &rng.skewed(5).to_string())
-        .replace("{A}", &(14 - rng.skewed(6)).to_string())
-        .replace("{I}", &(18 - rng.skewed(5)).to_string())
-}
-
 fn public_ip(rng: &mut Rng) -> String {
     if rng.below(10) == 0 {
         return format!(
@@ -114,7 +116,10 @@ fn public_ip(rng: &mut Rng) -> String {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    assert!(args.len() == 4, "usage: prefill TOPIC COUNT SITE_ID");
+    assert!(
+        args.len() == 5,
+        "usage: prefill TOPIC COUNT SITE_ID UAP_CORE_TESTS_DIR"
+    );
     let (topic, count, site_id): (&str, u64, u32) =
         (&args[1], args[2].parse().unwrap(), args[3].parse().unwrap());
     let producer: FutureProducer = rivulet_common::kafka::base_config()
@@ -125,6 +130,11 @@ async fn main() {
         .create()
         .expect("producer");
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let user_agents = uap_core_user_agents(Path::new(&args[4]), &mut rng);
+    eprintln!(
+        "prefill: {} distinct user agents from uap-core's test cases",
+        user_agents.len()
+    );
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -134,7 +144,7 @@ async fn main() {
     let mut distinct_uas = std::collections::HashSet::new();
     for i in 0..count {
         let ip = public_ip(&mut rng);
-        let ua = user_agent(&mut rng);
+        let ua = user_agents[rng.skewed(user_agents.len() as u64) as usize].clone();
         distinct_uas.insert(ua.clone());
         let ts = now - rng.below(3_600_000) as i64;
         let custom = rng.below(5) == 0;
