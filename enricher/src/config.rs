@@ -29,7 +29,7 @@ pub struct EnricherConfig {
     pub store_ip: bool,
     /// `SESSION_TIMEOUT_SECS`, default 1800.
     pub session_timeout: Duration,
-    /// `BATCH_MAX_ROWS` (50000), `BATCH_MAX_BYTES` (16 MiB), `BATCH_MAX_AGE_MS` (1000).
+    /// `BATCH_MAX_ROWS` (50000), `BATCH_MAX_BYTES` (8 MiB), `BATCH_MAX_AGE_MS` (1000).
     pub batch_max_rows: usize,
     pub batch_max_bytes: usize,
     pub batch_max_age: Duration,
@@ -65,7 +65,7 @@ impl EnricherConfig {
             store_ip: config::flag("STORE_IP", false)?,
             session_timeout: Duration::from_secs(config::parse("SESSION_TIMEOUT_SECS", 1800)?),
             batch_max_rows: config::parse("BATCH_MAX_ROWS", 50_000)?,
-            batch_max_bytes: config::parse("BATCH_MAX_BYTES", 16 * 1024 * 1024)?,
+            batch_max_bytes: config::parse("BATCH_MAX_BYTES", 8 * 1024 * 1024)?,
             batch_max_age: config::millis("BATCH_MAX_AGE_MS", 1000)?,
             insert_retry_max: config::millis("INSERT_RETRY_MAX_MS", 5000)?,
         })

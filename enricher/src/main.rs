@@ -8,9 +8,9 @@ use rivulet_enricher::server;
 use std::sync::Arc;
 use std::time::Duration;
 
-// mimalloc: see the workspace Cargo.toml (malloc was a third of the CPU profile).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// The system allocator, not mimalloc (which ingest uses): measured on 1M events, mimalloc
+// held ~50 MB more RSS here (freed batch chunks and caches kept committed) for no
+// measurable throughput (BENCHMARKS.md).
 
 fn fail(msg: impl std::fmt::Display) -> ! {
     eprintln!("rivulet-enricher: {msg}");
