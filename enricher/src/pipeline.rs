@@ -141,6 +141,9 @@ pub struct Batch {
     next_offsets: HashMap<i32, i64>,
 }
 
+/// How long shutdown waits for each insert before leaving its events uncommitted.
+const SHUTDOWN_INSERT_WAIT: Duration = Duration::from_secs(30);
+
 /// Size at which a chunk is closed and a new one started.
 const CHUNK_BYTES: usize = 1 << 20;
 /// An upper bound of one encoded row: the validated fields' limits add up to ~12 KB.
@@ -272,26 +275,13 @@ impl Pipeline {
             rows = batch.rows,
             "shutting down: flushing the current batch"
         );
-        let give_up = Duration::from_secs(30);
-        let mut stored = true;
-        if let Some(mut f) = in_flight.take() {
-            match tokio::time::timeout(give_up, &mut f.handle).await {
-                Ok(joined) => stored = self.finish(joined, &f.next_offsets),
-                Err(_) => {
-                    f.handle.abort();
-                    stored = false;
-                }
-            }
-        }
+        let mut stored = match in_flight.take() {
+            Some(f) => self.finish_within(f, SHUTDOWN_INSERT_WAIT).await,
+            None => true,
+        };
         if stored && !batch.is_empty() {
-            let mut f = self.start_insert(batch);
-            match tokio::time::timeout(give_up, &mut f.handle).await {
-                Ok(joined) => stored = self.finish(joined, &f.next_offsets),
-                Err(_) => {
-                    f.handle.abort();
-                    stored = false;
-                }
-            }
+            let f = self.start_insert(batch);
+            stored = self.finish_within(f, SHUTDOWN_INSERT_WAIT).await;
         }
         if stored {
             match self.consumer.commit_consumer_state(CommitMode::Sync) {
@@ -386,6 +376,18 @@ impl Pipeline {
         InFlight {
             handle,
             next_offsets,
+        }
+    }
+
+    /// Waits up to `give_up` for an insert and stores its offsets; an insert still
+    /// retrying then is aborted (its events stay uncommitted). Returns whether it stored.
+    async fn finish_within(&self, mut f: InFlight, give_up: Duration) -> bool {
+        match tokio::time::timeout(give_up, &mut f.handle).await {
+            Ok(joined) => self.finish(joined, &f.next_offsets),
+            Err(_) => {
+                f.handle.abort();
+                false
+            }
         }
     }
 
