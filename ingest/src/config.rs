@@ -22,6 +22,9 @@ pub struct IngestConfig {
     pub kafka_linger_ms: u32,
     /// `KAFKA_QUEUE_MAX_MESSAGES`, default 100000: producer queue; full → callers wait.
     pub kafka_queue_max_messages: u32,
+    /// `KAFKA_COMPRESSION`, default `lz4`: the producer's codec (`none`, `gzip`, `snappy`,
+    /// `lz4`; this librdkafka build has no zstd).
+    pub kafka_compression: String,
     /// `MAX_BODY_BYTES`, default 65536: single event, before and after gzip decoding.
     pub max_body_bytes: usize,
     /// `MAX_BATCH_BYTES`, default 1048576; `MAX_BATCH_EVENTS`, default 500.
@@ -62,6 +65,7 @@ impl IngestConfig {
             kafka_ack_timeout: config::millis("KAFKA_ACK_TIMEOUT_MS", 5000)?,
             kafka_linger_ms: config::parse("KAFKA_LINGER_MS", 1)?,
             kafka_queue_max_messages: config::parse("KAFKA_QUEUE_MAX_MESSAGES", 100_000)?,
+            kafka_compression: kafka_compression()?,
             max_body_bytes: config::parse("MAX_BODY_BYTES", 64 * 1024)?,
             max_batch_bytes: config::parse("MAX_BATCH_BYTES", 1024 * 1024)?,
             max_batch_events: config::parse("MAX_BATCH_EVENTS", 500)?,
@@ -76,5 +80,19 @@ impl IngestConfig {
             negative_ttl_secs: config::parse("KEY_CACHE_NEGATIVE_TTL_SECS", 10)?,
             shutdown_drain: config::millis("SHUTDOWN_DRAIN_MS", 0)?,
         })
+    }
+}
+
+fn kafka_compression() -> Result<String, CommonError> {
+    // The codecs this librdkafka build has (rdkafka is built without its `zstd` feature).
+    const CODECS: [&str; 4] = ["none", "gzip", "snappy", "lz4"];
+    let codec = config::string("KAFKA_COMPRESSION", "lz4").to_ascii_lowercase();
+    if CODECS.contains(&codec.as_str()) {
+        Ok(codec)
+    } else {
+        Err(CommonError::Config(format!(
+            "KAFKA_COMPRESSION={codec:?}: expected one of {}",
+            CODECS.join(", ")
+        )))
     }
 }

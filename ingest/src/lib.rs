@@ -74,6 +74,7 @@ impl Ingest {
             ack_timeout: cfg.kafka_ack_timeout,
             linger_ms: cfg.kafka_linger_ms,
             queue_max_messages: cfg.kafka_queue_max_messages,
+            compression: cfg.kafka_compression.clone(),
         })?;
         let state = AppState {
             limiter: RateLimiter::new(cfg.rate_limit_per_second, redis.clone()),

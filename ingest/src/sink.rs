@@ -50,6 +50,7 @@ pub struct KafkaSettings {
     pub ack_timeout: Duration,
     pub linger_ms: u32,
     pub queue_max_messages: u32,
+    pub compression: String,
 }
 
 pub struct KafkaSink {
@@ -120,7 +121,7 @@ fn build_producer(s: &KafkaSettings) -> Result<FutureProducer, KafkaError> {
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set("linger.ms", s.linger_ms.to_string())
-        .set("compression.type", "lz4")
+        .set("compression.type", &s.compression)
         .set("message.timeout.ms", s.ack_timeout.as_millis().to_string())
         .set(
             "queue.buffering.max.messages",
