@@ -189,7 +189,12 @@ mod tests {
             match (a, b) {
                 (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
                     let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
-                    x == y || (x - y).abs() <= x.abs().max(y.abs()) * 4.0 * f64::EPSILON
+                    // Within 4 ulp, counted on the bits (same-sign doubles order like their
+                    // bits): a tolerance relative to the magnitude is finer than the spacing
+                    // of subnormals, where a 1-ulp difference then failed (-2.15e-309).
+                    x == y
+                        || (x.is_sign_negative() == y.is_sign_negative()
+                            && x.to_bits().abs_diff(y.to_bits()) <= 4)
                 }
                 (Value::Array(x), Value::Array(y)) => {
                     x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y))
