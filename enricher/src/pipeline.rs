@@ -221,7 +221,7 @@ impl Pipeline {
             if in_flight.as_ref().is_some_and(|f| f.handle.is_finished()) {
                 let mut f = in_flight.take().expect("in flight");
                 let joined = (&mut f.handle).await;
-                self.finish(joined, &f.next_offsets);
+                self.finish_or_stop(joined, &f.next_offsets);
             }
             if batch.due(&self.cfg) {
                 // One insert at a time: wait for the previous one (not polling meanwhile:
@@ -233,9 +233,7 @@ impl Pipeline {
                             in_flight = Some(f);
                             break 'consume;
                         }
-                        joined = &mut f.handle => {
-                            self.finish(joined, &f.next_offsets);
-                        }
+                        joined = &mut f.handle => self.finish_or_stop(joined, &f.next_offsets),
                     }
                 }
                 in_flight = Some(self.start_insert(std::mem::take(&mut batch)));
@@ -377,6 +375,17 @@ impl Pipeline {
             handle,
             next_offsets,
         }
+    }
+
+    /// `finish` while consuming. An insert task retries until its rows are stored, so it
+    /// ends otherwise only through a bug (a panic): then stop, rather than let the next
+    /// batch store offsets past these events. The process exits non-zero and its
+    /// uncommitted events are redelivered.
+    fn finish_or_stop(&self, joined: Result<(), JoinError>, next_offsets: &HashMap<i32, i64>) {
+        assert!(
+            self.finish(joined, next_offsets),
+            "an insert task ended without storing its batch; stopping so that its events are redelivered"
+        );
     }
 
     /// Waits up to `give_up` for an insert and stores its offsets; an insert still
