@@ -102,17 +102,25 @@ pub fn consumer(
         .set(
             "max.poll.interval.ms",
             cfg.max_poll_interval.as_millis().to_string(),
-        )
-        .set("fetch.min.bytes", "1")
-        // Prefetch bounded to 8 MB: enough to keep a batch filling, and it counts in RSS.
-        .set("queued.max.messages.kbytes", "8192")
-        // Once the prefetch queue is full, librdkafka waits this long before fetching
-        // again (default 1 s). The enricher drains its queue in a fraction of that, so
-        // with the default it sat idle for most of every second (measured: ~44k events/s
-        // with the CPU 70 % idle). A short backoff refetches as soon as there is room.
-        .set("fetch.queue.backoff.ms", "20");
+        );
+    for (key, value) in FETCH_SETTINGS {
+        c.set(key, value);
+    }
     c.create_with_context(RebalanceContext::new(health))
 }
+
+/// How the consumer fetches; the enricher benchmark's baseline consumer reads with the
+/// same settings (`tests/src/bin/consume_baseline.rs`).
+pub const FETCH_SETTINGS: [(&str, &str); 3] = [
+    ("fetch.min.bytes", "1"),
+    // Prefetch bounded to 8 MB: enough to keep a batch filling, and it counts in RSS.
+    ("queued.max.messages.kbytes", "8192"),
+    // Once the prefetch queue is full, librdkafka waits this long before fetching again
+    // (default 1 s). The enricher drains its queue in a fraction of that, so with the
+    // default it sat idle for most of every second (measured: ~44k events/s with the CPU
+    // 70 % idle). A short backoff refetches as soon as there is room.
+    ("fetch.queue.backoff.ms", "20"),
+];
 
 pub fn dlq_producer(cfg: &EnricherConfig) -> Result<FutureProducer, rdkafka::error::KafkaError> {
     let mut c = rivulet_common::kafka::base_config();
@@ -299,7 +307,7 @@ impl Pipeline {
     fn apply_revocations(
         &self,
         batch: &mut Batch,
-        in_flight: Option<&mut InFlight>,
+        mut in_flight: Option<&mut InFlight>,
         sessions: &mut HashMap<i32, SessionTracker>,
     ) {
         let revoked: Vec<i32> = std::mem::take(
@@ -313,7 +321,6 @@ impl Pipeline {
         if revoked.is_empty() {
             return;
         }
-        let mut in_flight = in_flight;
         for p in revoked {
             sessions.remove(&p);
             // Rows still get inserted (the new owner's copies collapse on event_id), but

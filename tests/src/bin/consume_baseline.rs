@@ -1,8 +1,9 @@
-//! The enricher benchmark's baseline: reads a topic with a consumer configured like the
-//! enricher's, and does nothing with the messages but count their bytes. What the
-//! enricher reaches as a share of this is the cost of its own work.
+//! The enricher benchmark's baseline: reads a topic with the enricher's fetch settings
+//! (`rivulet_enricher::pipeline::FETCH_SETTINGS`), and does nothing with the messages but
+//! count their bytes. What the enricher reaches as a share of this is the cost of its own
+//! work.
 //!
-//!   consume_baseline TOPIC COUNT [librdkafka.setting=value ...]
+//!   consume_baseline TOPIC COUNT [librdkafka.setting=value ...]   (extra settings win)
 //!
 //! Prints `{"messages":N,"seconds":S,"per_sec":R}`, timed from the first message.
 
@@ -27,6 +28,9 @@ async fn main() {
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
         .set("partition.assignment.strategy", "cooperative-sticky");
+    for (key, value) in rivulet_enricher::pipeline::FETCH_SETTINGS {
+        config.set(key, value);
+    }
     for setting in &args[3..] {
         let (k, v) = setting.split_once('=').expect("setting=value");
         config.set(k, v);
