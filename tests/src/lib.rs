@@ -4,6 +4,8 @@
 //!
 //! Nothing here skips a test when a service is missing: it fails, saying what to start.
 
+pub mod raw;
+
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
@@ -127,11 +129,19 @@ impl Service {
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
-    /// SIGTERM, then wait for exit; returns whether it exited cleanly in time.
-    pub fn terminate(&mut self, within: Duration) -> bool {
+    /// Sends SIGTERM and returns at once.
+    pub fn sigterm(&self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
+    }
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+    /// SIGTERM, then wait for exit; returns whether it exited cleanly in time.
+    pub fn terminate(&mut self, within: Duration) -> bool {
+        self.sigterm();
         let end = Instant::now() + within;
         while Instant::now() < end {
             if let Ok(Some(status)) = self.child.try_wait() {
