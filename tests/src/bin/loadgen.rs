@@ -99,7 +99,9 @@ async fn main() {
                                 let at = (since - warm).as_secs_f64();
                                 let from = if late { due } else { sent };
                                 out.push((ok, from.elapsed().as_secs_f64() * 1000.0, at));
-                                timer_lag.push((sent - due).as_secs_f64() * 1000.0);
+                                if !late {
+                                    timer_lag.push((sent - due).as_secs_f64() * 1000.0);
+                                }
                             }
                             i += conns;
                         }
