@@ -143,7 +143,6 @@ pub fn dlq_producer(cfg: &EnricherConfig) -> Result<FutureProducer, rdkafka::err
 pub struct Batch {
     chunks: Vec<Bytes>,
     current: Vec<u8>,
-    bytes: usize,
     rows: usize,
     started: Option<Instant>,
     next_offsets: HashMap<i32, i64>,
@@ -168,15 +167,17 @@ impl Batch {
             // Room for a full chunk and one more row: a chunk is allocated once.
             self.current.reserve_exact(CHUNK_BYTES + MAX_ROW_BYTES);
         }
-        let before = self.current.len();
         row.write_row_binary(&mut self.current);
-        self.bytes += self.current.len() - before;
         self.rows += 1;
         if self.current.len() >= CHUNK_BYTES {
             self.chunks
                 .push(Bytes::from(std::mem::take(&mut self.current)));
         }
         self.note(partition, offset);
+    }
+    /// Size of the encoded rows: at most ~9 chunks to add up for an 8 MiB batch.
+    fn encoded_bytes(&self) -> usize {
+        self.chunks.iter().map(Bytes::len).sum::<usize>() + self.current.len()
     }
     /// The encoded rows, in order.
     fn into_chunks(mut self) -> (Vec<Bytes>, HashMap<i32, i64>) {
@@ -187,7 +188,7 @@ impl Batch {
     }
     fn due(&self, cfg: &EnricherConfig) -> bool {
         self.rows >= cfg.batch_max_rows
-            || self.bytes >= cfg.batch_max_bytes
+            || self.encoded_bytes() >= cfg.batch_max_bytes
             || self
                 .started
                 .is_some_and(|t| t.elapsed() >= cfg.batch_max_age)
@@ -495,4 +496,31 @@ pub async fn insert_row_binary(db: &Db, chunks: &[Bytes]) -> Result<(), clickhou
         insert.send(chunk.clone()).await?;
     }
     insert.end().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoded_bytes_count_every_row_across_chunks() {
+        let mut batch = Batch::default();
+        let mut expected = 0;
+        // ~3 KB rows: a 1 MiB chunk closes after ~350 of them.
+        for i in 0..1000 {
+            let row = EventRow {
+                pathname: "p".repeat(3000 + i % 7),
+                ..EventRow::default()
+            };
+            let mut one = Vec::new();
+            row.write_row_binary(&mut one);
+            expected += one.len();
+            batch.push(&row, 0, i as i64);
+        }
+        assert!(batch.chunks.len() >= 2, "the rows span several chunks");
+        assert_eq!(batch.encoded_bytes(), expected);
+        let (chunks, next) = batch.into_chunks();
+        assert_eq!(chunks.iter().map(Bytes::len).sum::<usize>(), expected);
+        assert_eq!(next[&0], 1000);
+    }
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// One row of `rivulet.events`; field names are the column names.
-#[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Row, Serialize, Deserialize)]
 pub struct EventRow {
     #[serde(with = "clickhouse::serde::uuid")]
     pub event_id: Uuid,

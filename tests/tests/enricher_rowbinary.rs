@@ -68,13 +68,12 @@ async fn encoded_rows_read_back_equal_even_when_split_across_chunks() {
     let chunks: Vec<Bytes> = cuts.windows(2).map(|w| data.slice(w[0]..w[1])).collect();
     insert_row_binary(&db, &chunks).await.expect("insert");
 
-    let mut back = db
+    let back = db
         .client
         .query("SELECT ?fields FROM events WHERE site_id = ? ORDER BY timestamp")
         .bind(site_id)
         .fetch_all::<EventRow>()
         .await
         .expect("read back");
-    back.sort_by_key(|r| r.timestamp);
     assert_eq!(back, rows);
 }
