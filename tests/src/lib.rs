@@ -129,6 +129,24 @@ impl Service {
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+    /// The value of an unlabelled metric in the service's `/metrics`.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let text = http()
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(name)
+                    .filter(|v| v.starts_with(' '))
+                    .and_then(|v| v.trim().parse().ok())
+            })
+            .unwrap_or_else(|| panic!("{name} not in {}/metrics", self.url))
+    }
     /// Sends SIGTERM and returns at once.
     pub fn sigterm(&self) {
         let _ = Command::new("kill")

@@ -76,17 +76,7 @@ impl Fx {
     }
 
     async fn metric(&self, name: &str) -> f64 {
-        let text = http()
-            .get(format!("{}/metrics", self.ingest.url))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
-            .unwrap_or_else(|| panic!("{name} not in /metrics"))
+        self.ingest.metric(name).await
     }
 }
 

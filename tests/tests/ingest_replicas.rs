@@ -22,11 +22,7 @@ async fn two_ingests_share_the_rate_limit() {
             .unwrap();
     }
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_millis();
-    tokio::time::sleep(Duration::from_millis(u64::from(1000 - ms) + 20)).await;
+    start_of_next_second().await;
     let reqs = (0..60).map(|i| {
         let url = if i % 2 == 0 { &a.url } else { &b.url };
         client.post(format!("{url}/api/track")).json(&body).send()
@@ -44,6 +40,99 @@ async fn two_ingests_share_the_rate_limit() {
     let ok = statuses.iter().filter(|s| **s == 200).count();
     let limited = statuses.iter().filter(|s| **s == 429).count();
     assert_eq!((ok, limited), (20, 40), "{statuses:?}");
+}
+
+/// Sleeps until 20 ms into the next second, so that a burst falls in one window.
+async fn start_of_next_second() {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_millis();
+    tokio::time::sleep(Duration::from_millis(u64::from(1000 - ms) + 20)).await;
+}
+
+/// At a limit of 300, each replica reserves places ahead (up to 1 % of what is left of
+/// the window): the total accepted still never exceeds the limit, and falls short of it
+/// by at most the 3 places each replica can hold unused.
+#[tokio::test]
+async fn places_reserved_ahead_keep_the_shared_limit() {
+    let (site, key) = site_with_key().await;
+    let a = start_ingest(&[("RATE_LIMIT_PER_SECOND", "300")]).await;
+    let b = start_ingest(&[("RATE_LIMIT_PER_SECOND", "300")]).await;
+    let client = http();
+    let body = json!({"api_key": key, "site_id": site});
+    for s in [&a, &b] {
+        let st = client
+            .post(format!("{}/api/track", s.url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(st, 200);
+    }
+    let calls_before = a.metric("ingest_rate_limit_redis_calls_total").await
+        + b.metric("ingest_rate_limit_redis_calls_total").await;
+    start_of_next_second().await;
+    // 16 concurrent clients per replica, 25 requests each: 800 in all.
+    let started = Instant::now();
+    let clients = (0..32).map(|i| {
+        let url = format!("{}/api/track", if i % 2 == 0 { &a.url } else { &b.url });
+        let (client, body) = (client.clone(), body.clone());
+        async move {
+            let mut statuses = Vec::new();
+            for _ in 0..25 {
+                let r = client.post(&url).json(&body).send().await.unwrap();
+                statuses.push(r.status().as_u16());
+            }
+            statuses
+        }
+    });
+    let statuses: Vec<u16> = futures::future::join_all(clients)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    assert!(
+        started.elapsed() < Duration::from_millis(950),
+        "the burst must fit in one window (took {:?})",
+        started.elapsed()
+    );
+    let ok = statuses.iter().filter(|s| **s == 200).count();
+    let limited = statuses.iter().filter(|s| **s == 429).count();
+    assert_eq!(ok + limited, 800, "only 200 or 429: {statuses:?}");
+    assert!((294..=300).contains(&ok), "{ok} accepted of a limit of 300");
+    let calls = a.metric("ingest_rate_limit_redis_calls_total").await
+        + b.metric("ingest_rate_limit_redis_calls_total").await
+        - calls_before;
+    assert!(calls >= 2.0, "both replicas asked Redis ({calls} calls)");
+}
+
+/// A busy key with a high limit costs a handful of Redis round trips a second, not one
+/// per request: requests one at a time (so that none can be coalesced) take the places
+/// reserved ahead by earlier round trips.
+#[tokio::test]
+async fn a_busy_key_reserves_ahead_instead_of_a_round_trip_per_request() {
+    let (site, key) = site_with_key().await;
+    let ingest = start_ingest(&[("RATE_LIMIT_PER_SECOND", "1000000")]).await;
+    let client = http();
+    let url = format!("{}/api/track", ingest.url);
+    let body = json!({"api_key": key, "site_id": site});
+    // The first request warms the key cache and makes the first round trip.
+    let st = client.post(&url).json(&body).send().await.unwrap().status();
+    assert_eq!(st, 200);
+    let calls_before = ingest.metric("ingest_rate_limit_redis_calls_total").await;
+    let requests = 600;
+    for _ in 0..requests {
+        let st = client.post(&url).json(&body).send().await.unwrap().status();
+        assert_eq!(st, 200);
+    }
+    let calls = ingest.metric("ingest_rate_limit_redis_calls_total").await - calls_before;
+    assert!(
+        calls <= f64::from(requests) / 5.0,
+        "{calls} Redis calls for {requests} sequential requests"
+    );
+    assert!(calls >= 1.0, "the limiter still counts in Redis");
 }
 
 #[tokio::test]
