@@ -8,8 +8,10 @@
 //! fail, a known key keeps working from its (expired) L1 entry.
 
 use crate::api::IngestError;
+use crate::metric_handles::Handles;
 use crate::redis_link::RedisLink;
 use futures::StreamExt;
+use metrics::Counter;
 use redis::AsyncCommands;
 use rivulet_common::cache;
 use rivulet_common::keys::{ApiKey, KeyHash};
@@ -17,7 +19,7 @@ use rivulet_common::registry::Registry;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 const L1_MAX_ENTRIES: usize = 100_000;
@@ -89,7 +91,12 @@ pub struct Auth {
 }
 
 fn count(layer: &'static str, result: &'static str) {
-    metrics::counter!("ingest_key_cache_total", "layer" => layer, "result" => result).increment(1);
+    static COUNTERS: LazyLock<Handles<(&str, &str), Counter>> = LazyLock::new(|| {
+        Handles::new(
+            |&(layer, result)| metrics::counter!("ingest_key_cache_total", "layer" => layer, "result" => result),
+        )
+    });
+    COUNTERS.get(&(layer, result)).increment(1);
 }
 
 impl Auth {

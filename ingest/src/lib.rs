@@ -9,6 +9,7 @@ pub mod decode;
 pub mod handlers;
 pub mod last_used;
 pub mod listener;
+pub mod metric_handles;
 pub mod rate_limit;
 pub mod redis_link;
 pub mod router;

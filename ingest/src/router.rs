@@ -2,6 +2,7 @@
 
 use crate::api::ErrorReason;
 use crate::handlers;
+use crate::metric_handles::Handles;
 use crate::state::AppState;
 use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderValue;
@@ -9,23 +10,35 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
+use metrics::{Counter, Histogram};
+use std::sync::LazyLock;
 use std::time::Instant;
 use tracing::Instrument;
+
+const TRACK: &str = "/api/track";
+const TRACK_BATCH: &str = "/api/track/batch";
+const OPENAPI: &str = "/api/openapi.json";
+const LIVENESS: &str = "/_liveness";
+const READINESS: &str = "/_readiness";
+const METRICS: &str = "/metrics";
+
+/// Every route, as the `route` label of the request metrics.
+const ROUTES: [&str; 6] = [TRACK, TRACK_BATCH, OPENAPI, LIVENESS, READINESS, METRICS];
 
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route(
-            "/api/track",
+            TRACK,
             post(handlers::track).fallback(handlers::method_not_allowed),
         )
         .route(
-            "/api/track/batch",
+            TRACK_BATCH,
             post(handlers::track_batch).fallback(handlers::method_not_allowed),
         )
-        .route("/api/openapi.json", get(handlers::openapi))
-        .route("/_liveness", get(handlers::liveness))
-        .route("/_readiness", get(handlers::readiness))
-        .route("/metrics", get(handlers::metrics))
+        .route(OPENAPI, get(handlers::openapi))
+        .route(LIVENESS, get(handlers::liveness))
+        .route(READINESS, get(handlers::readiness))
+        .route(METRICS, get(handlers::metrics))
         .fallback(handlers::no_route)
         .layer(middleware::from_fn(observe))
         .with_state(state)
@@ -38,8 +51,8 @@ async fn observe(req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".to_string());
+        .and_then(|p| ROUTES.into_iter().find(|r| *r == p.as_str()))
+        .unwrap_or("unmatched");
     let request_id = req
         .headers()
         .get("x-request-id")
@@ -76,8 +89,21 @@ async fn observe(req: Request, next: Next) -> Response {
             );
         }
     });
-    metrics::counter!("ingest_http_requests_total", "route" => route.clone(), "status" => status.as_u16().to_string()).increment(1);
-    metrics::histogram!("ingest_http_request_duration_seconds", "route" => route)
-        .record(elapsed.as_secs_f64());
+    let (requests, duration) = HTTP_METRICS.get(&(route, status.as_u16()));
+    requests.increment(1);
+    duration.record(elapsed.as_secs_f64());
     resp
 }
+
+/// Per (route, status): `ingest_http_requests_total` and the route's
+/// `ingest_http_request_duration_seconds`.
+type HttpMetrics = Handles<(&'static str, u16), (Counter, Histogram)>;
+
+static HTTP_METRICS: LazyLock<HttpMetrics> = LazyLock::new(|| {
+    Handles::new(|&(route, status)| {
+        (
+            metrics::counter!("ingest_http_requests_total", "route" => route, "status" => status.to_string()),
+            metrics::histogram!("ingest_http_request_duration_seconds", "route" => route),
+        )
+    })
+});

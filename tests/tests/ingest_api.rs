@@ -513,3 +513,77 @@ async fn api_keys_never_appear_in_the_logs() {
         "an API key appeared in the logs"
     );
 }
+
+/// `/metrics` counts requests by route and status, times them per route, and counts
+/// key-cache lookups by layer: exact counts, from an ingest of the test's own.
+#[tokio::test]
+async fn metrics_count_requests_by_route_status_and_cache_layer() {
+    let (site, key) = site_with_key().await;
+    let ingest = start_ingest(&[]).await;
+    let client = http();
+    let track = format!("{}/api/track", ingest.url);
+    for _ in 0..3 {
+        let st = client
+            .post(&track)
+            .json(&json!({"api_key": key, "site_id": site}))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(st, 200);
+    }
+    let st = client
+        .post(&track)
+        .json(&json!({"api_key": key, "site_id": site, "type": "nope"}))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(st, 400);
+    let st = client
+        .get(format!("{}/nowhere", ingest.url))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(st, 404);
+    let text = client
+        .get(format!("{}/metrics", ingest.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("{series} not in /metrics:\n{text}"))
+    };
+    assert_eq!(
+        value(r#"ingest_http_requests_total{route="/api/track",status="200"}"#),
+        3.0
+    );
+    assert_eq!(
+        value(r#"ingest_http_requests_total{route="/api/track",status="400"}"#),
+        1.0
+    );
+    assert_eq!(
+        value(r#"ingest_http_requests_total{route="unmatched",status="404"}"#),
+        1.0
+    );
+    assert_eq!(
+        value(r#"ingest_http_request_duration_seconds_count{route="/api/track"}"#),
+        4.0
+    );
+    // The first request misses the in-process cache; the next two hit it.
+    assert_eq!(
+        value(r#"ingest_key_cache_total{layer="l1",result="miss"}"#),
+        1.0
+    );
+    assert_eq!(
+        value(r#"ingest_key_cache_total{layer="l1",result="hit"}"#),
+        2.0
+    );
+    assert_eq!(value("ingest_events_accepted_total "), 3.0);
+}
