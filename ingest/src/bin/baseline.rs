@@ -3,7 +3,7 @@
 //! benchmark reports rivulet-ingest's throughput as a ratio of this one's.
 
 use axum::body::Bytes;
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
@@ -21,7 +21,9 @@ async fn main() {
     let addr = std::env::var("BASELINE_ADDR").unwrap_or_else(|_| "127.0.0.1:3900".into());
     let app = Router::new()
         .route("/api/track", post(track))
-        .route("/api/track/batch", post(track));
+        .route("/api/track/batch", post(track))
+        // For the bench script to wait on, as it does on ingest's health routes.
+        .route("/_liveness", get(|| async { "ok" }));
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .expect("bind BASELINE_ADDR");
