@@ -8,7 +8,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusHandle;
 use rdkafka::consumer::Consumer;
 use rdkafka::util::Timeout;
 use rivulet_common::ch::Db;
@@ -24,14 +24,10 @@ pub struct ServerState {
 }
 
 pub fn prometheus() -> PrometheusHandle {
-    PrometheusBuilder::new()
-        .set_buckets(&[
-            0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 100.0, 1000.0, 10000.0,
-            50000.0,
-        ])
-        .expect("buckets")
-        .install_recorder()
-        .expect("a Prometheus recorder is installed once")
+    rivulet_common::telemetry::install_prometheus(&[
+        0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 100.0, 1000.0, 10000.0,
+        50000.0,
+    ])
 }
 
 pub fn router(state: ServerState) -> Router {

@@ -22,7 +22,7 @@ use crate::rate_limit::RateLimiter;
 use crate::redis_link::RedisLink;
 use crate::sink::{EventSink, KafkaSettings, KafkaSink};
 use crate::state::AppState;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusHandle;
 use rivulet_common::ch::ChConfig;
 use rivulet_common::registry::Registry;
 use rivulet_common::CommonError;
@@ -36,13 +36,9 @@ pub fn prometheus() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            PrometheusBuilder::new()
-                .set_buckets(&[
-                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                ])
-                .expect("histogram buckets")
-                .install_recorder()
-                .expect("a Prometheus recorder is installed once")
+            rivulet_common::telemetry::install_prometheus(&[
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ])
         })
         .clone()
 }
