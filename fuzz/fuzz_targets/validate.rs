@@ -8,10 +8,10 @@ use rivulet_common::validate::{validate_event, LIMITS};
 use serde_json::{Map, Value};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(obj) = serde_json::from_slice::<Map<String, Value>>(data) else {
+    let Ok(mut obj) = serde_json::from_slice::<Map<String, Value>>(data) else {
         return;
     };
-    match validate_event(&obj) {
+    match validate_event(&mut obj) {
         Ok(ev) => {
             assert!(ev.site_id > 0);
             let fields = [

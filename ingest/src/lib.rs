@@ -21,7 +21,7 @@ use crate::config::IngestConfig;
 use crate::rate_limit::RateLimiter;
 use crate::redis_link::RedisLink;
 use crate::sink::{EventSink, KafkaSettings, KafkaSink};
-use crate::state::AppState;
+use crate::state::{AppState, Shared};
 use metrics_exporter_prometheus::PrometheusHandle;
 use rivulet_common::ch::ChConfig;
 use rivulet_common::registry::Registry;
@@ -73,7 +73,7 @@ impl Ingest {
             queue_max_messages: cfg.kafka_queue_max_messages,
             compression: cfg.kafka_compression.clone(),
         })?;
-        let state = AppState {
+        let state = AppState::new(Shared {
             limiter: RateLimiter::new(cfg.rate_limit_per_second, redis.clone()),
             last_used: Arc::new(crate::last_used::LastUsed::new(redis.clone())),
             cfg: Arc::new(cfg),
@@ -82,7 +82,7 @@ impl Ingest {
             redis,
             prometheus: prometheus(),
             shutting_down: Arc::new(AtomicBool::new(false)),
-        };
+        });
         Ok(Ingest { state, kafka })
     }
 
