@@ -129,7 +129,8 @@ impl Service {
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
-    /// The value of an unlabelled metric in the service's `/metrics`.
+    /// The value of one series in the service's `/metrics`: a metric's name, with its
+    /// labels as the exporter writes them if it has any (`name{label="value"}`).
     pub async fn metric(&self, name: &str) -> f64 {
         let text = http()
             .get(format!("{}/metrics", self.url))

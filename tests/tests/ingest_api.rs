@@ -547,43 +547,29 @@ async fn metrics_count_requests_by_route_status_and_cache_layer() {
         .unwrap()
         .status();
     assert_eq!(st, 404);
-    let text = client
-        .get(format!("{}/metrics", ingest.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let value = |series: &str| -> f64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
-            .unwrap_or_else(|| panic!("{series} not in /metrics:\n{text}"))
-    };
-    assert_eq!(
-        value(r#"ingest_http_requests_total{route="/api/track",status="200"}"#),
-        3.0
-    );
-    assert_eq!(
-        value(r#"ingest_http_requests_total{route="/api/track",status="400"}"#),
-        1.0
-    );
-    assert_eq!(
-        value(r#"ingest_http_requests_total{route="unmatched",status="404"}"#),
-        1.0
-    );
-    assert_eq!(
-        value(r#"ingest_http_request_duration_seconds_count{route="/api/track"}"#),
-        4.0
-    );
-    // The first request misses the in-process cache; the next two hit it.
-    assert_eq!(
-        value(r#"ingest_key_cache_total{layer="l1",result="miss"}"#),
-        1.0
-    );
-    assert_eq!(
-        value(r#"ingest_key_cache_total{layer="l1",result="hit"}"#),
-        2.0
-    );
-    assert_eq!(value("ingest_events_accepted_total "), 3.0);
+    let expected = [
+        (
+            r#"ingest_http_requests_total{route="/api/track",status="200"}"#,
+            3.0,
+        ),
+        (
+            r#"ingest_http_requests_total{route="/api/track",status="400"}"#,
+            1.0,
+        ),
+        (
+            r#"ingest_http_requests_total{route="unmatched",status="404"}"#,
+            1.0,
+        ),
+        (
+            r#"ingest_http_request_duration_seconds_count{route="/api/track"}"#,
+            4.0,
+        ),
+        // The first request misses the in-process cache; the next two hit it.
+        (r#"ingest_key_cache_total{layer="l1",result="miss"}"#, 1.0),
+        (r#"ingest_key_cache_total{layer="l1",result="hit"}"#, 2.0),
+        ("ingest_events_accepted_total", 3.0),
+    ];
+    for (series, value) in expected {
+        assert_eq!(ingest.metric(series).await, value, "{series}");
+    }
 }

@@ -12,15 +12,7 @@ async fn two_ingests_share_the_rate_limit() {
     let b = start_ingest(&[("RATE_LIMIT_PER_SECOND", "20")]).await;
     let client = http();
     let body = json!({"api_key": key, "site_id": site});
-    // Warm both key caches so the measured second is not spent in lookups.
-    for s in [&a, &b] {
-        client
-            .post(format!("{}/api/track", s.url))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-    }
+    warm(&[&a, &b], &body).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     start_of_next_second().await;
     let reqs = (0..60).map(|i| {
@@ -42,6 +34,21 @@ async fn two_ingests_share_the_rate_limit() {
     assert_eq!((ok, limited), (20, 40), "{statuses:?}");
 }
 
+/// One accepted request to each ingest: it warms their key caches, so that a measured
+/// second is not spent in lookups, and makes their first rate-limit round trip.
+async fn warm(ingests: &[&Service], body: &serde_json::Value) {
+    for s in ingests {
+        let st = http()
+            .post(format!("{}/api/track", s.url))
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(st, 200, "{}", s.url);
+    }
+}
+
 /// Sleeps until 20 ms into the next second, so that a burst falls in one window.
 async fn start_of_next_second() {
     let ms = std::time::SystemTime::now()
@@ -61,16 +68,7 @@ async fn places_reserved_ahead_keep_the_shared_limit() {
     let b = start_ingest(&[("RATE_LIMIT_PER_SECOND", "300")]).await;
     let client = http();
     let body = json!({"api_key": key, "site_id": site});
-    for s in [&a, &b] {
-        let st = client
-            .post(format!("{}/api/track", s.url))
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .status();
-        assert_eq!(st, 200);
-    }
+    warm(&[&a, &b], &body).await;
     let calls_before = a.metric("ingest_rate_limit_redis_calls_total").await
         + b.metric("ingest_rate_limit_redis_calls_total").await;
     start_of_next_second().await;
