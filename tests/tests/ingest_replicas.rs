@@ -4,9 +4,16 @@
 use rivulet_tests::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
+
+/// One test of this file at a time: each is timed to the second (a burst in one
+/// window, a revocation seen within 1 s), and the bursts of one would slow another's
+/// clock on a busy machine (a revocation took over 1 s while the burst tests ran).
+static SERIAL: Mutex<()> = Mutex::const_new(());
 
 #[tokio::test]
 async fn two_ingests_share_the_rate_limit() {
+    let _serial = SERIAL.lock().await;
     let (site, key) = site_with_key().await;
     let a = start_ingest(&[("RATE_LIMIT_PER_SECOND", "20")]).await;
     let b = start_ingest(&[("RATE_LIMIT_PER_SECOND", "20")]).await;
@@ -63,6 +70,7 @@ async fn start_of_next_second() {
 /// by at most the 3 places each replica can hold unused.
 #[tokio::test]
 async fn places_reserved_ahead_keep_the_shared_limit() {
+    let _serial = SERIAL.lock().await;
     let (site, key) = site_with_key().await;
     let a = start_ingest(&[("RATE_LIMIT_PER_SECOND", "300")]).await;
     let b = start_ingest(&[("RATE_LIMIT_PER_SECOND", "300")]).await;
@@ -111,6 +119,7 @@ async fn places_reserved_ahead_keep_the_shared_limit() {
 /// reserved ahead by earlier round trips.
 #[tokio::test]
 async fn a_busy_key_reserves_ahead_instead_of_a_round_trip_per_request() {
+    let _serial = SERIAL.lock().await;
     let (site, key) = site_with_key().await;
     let ingest = start_ingest(&[("RATE_LIMIT_PER_SECOND", "1000000")]).await;
     let client = http();
@@ -135,6 +144,7 @@ async fn a_busy_key_reserves_ahead_instead_of_a_round_trip_per_request() {
 
 #[tokio::test]
 async fn revocation_reaches_both_ingests_within_a_second() {
+    let _serial = SERIAL.lock().await;
     let (site, key) = site_with_key().await;
     let a = start_ingest(&[]).await;
     let b = start_ingest(&[("KEY_CACHE_TTL_MS", "600000")]).await;
