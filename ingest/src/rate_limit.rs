@@ -79,13 +79,11 @@ impl KeyQueue {
         }
     }
 
-    /// Takes one reserved place of `second`'s window, if one is left.
-    fn take_reserved(&mut self, second: u64) -> bool {
-        let left = self.reserved_in(second);
-        if left > 0 {
-            self.reserved = (second, left - 1);
-        }
-        left > 0
+    /// Takes up to `wanted` reserved places of `second`'s window; returns how many.
+    fn take_reserved(&mut self, second: u64, wanted: u64) -> u64 {
+        let taken = self.reserved_in(second).min(wanted);
+        self.reserved.1 -= taken;
+        taken
     }
 }
 
@@ -185,7 +183,7 @@ impl RateLimiter {
             queue.demand.note(second);
             // Before the full-window check: a place reserved ahead was counted by Redis
             // within the limit, so it is this request's to take.
-            if queue.take_reserved(second) {
+            if queue.take_reserved(second, 1) == 1 {
                 return true;
             }
             if queue.full_second == Some(second) {
@@ -213,11 +211,10 @@ impl RateLimiter {
                 };
                 let second = epoch_second();
                 // Requests that queued while the last round trip reserved places take them.
-                let served = (queue.waiters.len() as u64).min(queue.reserved_in(second));
+                let served = queue.take_reserved(second, queue.waiters.len() as u64);
                 for waiter in queue.waiters.drain(..served as usize) {
                     let _ = waiter.send(true);
                 }
-                queue.reserved.1 -= served;
                 if queue.waiters.is_empty() {
                     queue.flushing = false;
                     return;
@@ -351,9 +348,12 @@ mod tests {
             reserved: (7, 2),
             ..KeyQueue::default()
         };
-        assert!(!q.take_reserved(8));
-        assert!(q.take_reserved(7));
-        assert!(q.take_reserved(7));
-        assert!(!q.take_reserved(7));
+        assert_eq!(q.take_reserved(8, 1), 0);
+        assert_eq!(q.take_reserved(7, 1), 1);
+        assert_eq!(q.take_reserved(7, 1), 1);
+        assert_eq!(q.take_reserved(7, 1), 0);
+        q.reserved = (9, 3);
+        assert_eq!(q.take_reserved(9, 5), 3, "no more than are left");
+        assert_eq!(q.take_reserved(9, 5), 0);
     }
 }
