@@ -14,12 +14,8 @@ static SERIAL: Mutex<()> = Mutex::const_new(());
 #[tokio::test]
 async fn two_ingests_share_the_rate_limit() {
     let _serial = SERIAL.lock().await;
-    let (site, key) = site_with_key().await;
-    let a = start_ingest(&[("RATE_LIMIT_PER_SECOND", "20")]).await;
-    let b = start_ingest(&[("RATE_LIMIT_PER_SECOND", "20")]).await;
+    let (a, b, body) = two_warm_ingests("20").await;
     let client = http();
-    let body = json!({"api_key": key, "site_id": site});
-    warm(&[&a, &b], &body).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     start_of_next_second().await;
     let reqs = (0..60).map(|i| {
@@ -39,6 +35,17 @@ async fn two_ingests_share_the_rate_limit() {
     let ok = statuses.iter().filter(|s| **s == 200).count();
     let limited = statuses.iter().filter(|s| **s == 429).count();
     assert_eq!((ok, limited), (20, 40), "{statuses:?}");
+}
+
+/// A new site and key, two ingests with this rate limit, both warmed; and the event
+/// body for the key.
+async fn two_warm_ingests(limit: &str) -> (Service, Service, serde_json::Value) {
+    let (site, key) = site_with_key().await;
+    let a = start_ingest(&[("RATE_LIMIT_PER_SECOND", limit)]).await;
+    let b = start_ingest(&[("RATE_LIMIT_PER_SECOND", limit)]).await;
+    let body = json!({"api_key": key, "site_id": site});
+    warm(&[&a, &b], &body).await;
+    (a, b, body)
 }
 
 /// One accepted request to each ingest: it warms their key caches, so that a measured
@@ -71,12 +78,8 @@ async fn start_of_next_second() {
 #[tokio::test]
 async fn places_reserved_ahead_keep_the_shared_limit() {
     let _serial = SERIAL.lock().await;
-    let (site, key) = site_with_key().await;
-    let a = start_ingest(&[("RATE_LIMIT_PER_SECOND", "300")]).await;
-    let b = start_ingest(&[("RATE_LIMIT_PER_SECOND", "300")]).await;
+    let (a, b, body) = two_warm_ingests("300").await;
     let client = http();
-    let body = json!({"api_key": key, "site_id": site});
-    warm(&[&a, &b], &body).await;
     let calls_before = a.metric("ingest_rate_limit_redis_calls_total").await
         + b.metric("ingest_rate_limit_redis_calls_total").await;
     start_of_next_second().await;
@@ -125,9 +128,7 @@ async fn a_busy_key_reserves_ahead_instead_of_a_round_trip_per_request() {
     let client = http();
     let url = format!("{}/api/track", ingest.url);
     let body = json!({"api_key": key, "site_id": site});
-    // The first request warms the key cache and makes the first round trip.
-    let st = client.post(&url).json(&body).send().await.unwrap().status();
-    assert_eq!(st, 200);
+    warm(&[&ingest], &body).await;
     let calls_before = ingest.metric("ingest_rate_limit_redis_calls_total").await;
     let requests = 600;
     for _ in 0..requests {
