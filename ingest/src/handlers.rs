@@ -6,7 +6,7 @@ use crate::decode;
 use crate::sink::Record;
 use crate::state::AppState;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -155,16 +155,19 @@ async fn admit(
     Ok(key)
 }
 
+// The handlers take the whole request rather than a `HeaderMap`: that extractor clones
+// every header, and they only read two or three of them.
 pub async fn track(
     State(st): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: Body,
+    req: Request,
 ) -> Result<Response, IngestError> {
-    let mut obj = read_object(&st, &headers, body, st.cfg.max_body_bytes).await?;
+    let (head, body) = req.into_parts();
+    let headers = &head.headers;
+    let mut obj = read_object(&st, headers, body, st.cfg.max_body_bytes).await?;
     let ev = validate_event(&mut obj).map_err(IngestError::InvalidPayload)?;
     let key = admit(&st, &obj, ev.site_id).await?;
-    let raw = raw_event(ev, &key.key_id, &Origin::new(peer, &headers), &st, now_ms());
+    let raw = raw_event(ev, &key.key_id, &Origin::new(peer, headers), &st, now_ms());
     if let Some(Err(e)) = publish(&st, std::slice::from_ref(&raw)).await.pop() {
         tracing::warn!(error = %e, "event not acknowledged by Kafka");
         return Err(IngestError::Unavailable("the event could not be stored"));
@@ -179,10 +182,11 @@ pub async fn track(
 pub async fn track_batch(
     State(st): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: Body,
+    req: Request,
 ) -> Result<Response, IngestError> {
-    let mut obj = read_object(&st, &headers, body, st.cfg.max_batch_bytes).await?;
+    let (head, body) = req.into_parts();
+    let headers = &head.headers;
+    let mut obj = read_object(&st, headers, body, st.cfg.max_batch_bytes).await?;
     let events = match obj.remove("events") {
         Some(Value::Array(events)) if events.len() <= st.cfg.max_batch_events => events,
         other => {
@@ -203,7 +207,7 @@ pub async fn track_batch(
         validate_event(&mut envelope_fields(&obj)).map_err(IngestError::InvalidPayload)?;
     let site_id = envelope.site_id;
     let key = admit(&st, &obj, site_id).await?;
-    let origin = Origin::new(peer, &headers);
+    let origin = Origin::new(peer, headers);
     let received_at = now_ms();
     let mut results: Vec<Option<BatchItem>> = Vec::with_capacity(events.len());
     let mut pending = Vec::new();

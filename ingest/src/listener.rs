@@ -240,7 +240,8 @@ struct TimedIo {
     stream: TcpStream,
     shared: SharedState,
     limits: Limits,
-    /// Armed only while a deadline applies; re-armed lazily rather than on every read.
+    /// Armed only while a deadline applies; never later than the deadline, and possibly
+    /// earlier (see `poll_deadline`).
     timer: Pin<Box<Sleep>>,
 }
 
@@ -287,15 +288,23 @@ impl TimedIo {
         let Some(deadline) = self.deadline(cx) else {
             return Poll::Pending;
         };
-        if self.timer.deadline() != deadline {
+        // Moving a timer takes the timer wheel's lock, and the idle deadline moves later
+        // with every request. So the timer is only moved when it would fire late; when it
+        // fires early it is moved once, to the deadline that then applies.
+        if self.timer.deadline() > deadline {
             self.timer.as_mut().reset(deadline);
         }
-        match self.timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "no complete request head in time (idle or slow client)",
-            )),
-            Poll::Pending => Poll::Pending,
+        loop {
+            match self.timer.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(()) if Instant::now() < deadline => self.timer.as_mut().reset(deadline),
+                Poll::Ready(()) => {
+                    return Poll::Ready(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no complete request head in time (idle or slow client)",
+                    ))
+                }
+            }
         }
     }
 }

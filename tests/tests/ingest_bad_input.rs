@@ -544,6 +544,22 @@ async fn keep_alive_timeout_closes_idle_connections() {
         after >= Duration::from_millis(1300) && after < Duration::from_secs(4),
         "closed after {after:?}"
     );
+    // In use past its first idle deadline: each request moves the deadline on (the
+    // listener's timer fires at the old one and is moved then, not on every request).
+    let busy = TcpStream::connect(fx.addr()).await.unwrap();
+    for _ in 0..7 {
+        assert_eq!(raw_valid_request(&fx, &busy).await, Some(200));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let start = Instant::now() - Duration::from_millis(500);
+    let at = wait_closed(&busy, Duration::from_secs(10))
+        .await
+        .expect("a kept-alive connection stayed open after its last request");
+    let after = at - start;
+    assert!(
+        after >= Duration::from_millis(1300) && after < Duration::from_secs(4),
+        "closed {after:?} after its last request"
+    );
     // Kept alive after a request without a body, whose handler finishes at once.
     let quick = TcpStream::connect(fx.addr()).await.unwrap();
     let req = format!("GET /_liveness HTTP/1.1\r\nHost: {}\r\n\r\n", fx.addr());
