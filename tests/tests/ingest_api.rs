@@ -319,6 +319,8 @@ async fn rate_limit_is_429_with_retry_after_and_the_configured_number() {
         }
     }
     assert_eq!((ok, limited_count), (5, 7));
+    assert_eq!(limited.metric("ingest_rate_limited_total").await, 7.0);
+    assert_eq!(limited.metric("ingest_events_accepted_total").await, 5.0);
 }
 
 #[tokio::test]
