@@ -10,6 +10,7 @@ pub mod handlers;
 pub mod last_used;
 pub mod listener;
 pub mod metric_handles;
+pub mod producer;
 pub mod rate_limit;
 pub mod redis_link;
 pub mod router;
@@ -100,6 +101,7 @@ impl Ingest {
                 .listen_for_invalidations(st.cfg.redis_url.clone()),
         );
         tokio::spawn(self.kafka.clone().watch());
+        tokio::spawn(self.kafka.clone().serve_reports());
         let redis = st.redis.clone();
         tokio::spawn(async move {
             loop {

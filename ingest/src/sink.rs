@@ -7,13 +7,15 @@
 //! requests fail fast with 503 instead of each waiting for the timeout, and recover by
 //! themselves when it returns.
 
+use crate::producer::AckProducer;
 use futures::future::BoxFuture;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::util::Timeout;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
+use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 
 #[derive(Debug, thiserror::Error)]
@@ -54,24 +56,41 @@ pub struct KafkaSettings {
 }
 
 pub struct KafkaSink {
-    producer: RwLock<Arc<FutureProducer>>,
+    producer: RwLock<Arc<AckProducer>>,
     settings: KafkaSettings,
     up: AtomicBool,
+    /// Signalled by librdkafka when delivery reports are waiting (see `producer`).
+    reports: Arc<Notify>,
 }
 
 impl KafkaSink {
     pub fn new(settings: KafkaSettings) -> Result<Arc<Self>, KafkaError> {
-        let producer = build_producer(&settings)?;
+        let reports = Arc::new(Notify::new());
+        let producer = build_producer(&settings, reports.clone())?;
         Ok(Arc::new(KafkaSink {
             producer: RwLock::new(Arc::new(producer)),
             settings,
             // Optimistic until the first probe: the producer itself times out if not.
             up: AtomicBool::new(true),
+            reports,
         }))
     }
 
-    fn producer(&self) -> Arc<FutureProducer> {
+    fn producer(&self) -> Arc<AckProducer> {
         self.producer.read().expect("producer lock").clone()
+    }
+
+    /// Serves delivery reports until the process ends: whenever librdkafka signals that
+    /// some are waiting, and every 100 ms regardless (reports queued before the signal
+    /// was hooked, or any signal missed, are then served late rather than never).
+    pub async fn serve_reports(self: Arc<Self>) {
+        loop {
+            let _ = tokio::time::timeout(Duration::from_millis(100), self.reports.notified()).await;
+            let producer = self.producer();
+            while !producer.serve_reports() {
+                tokio::task::yield_now().await;
+            }
+        }
     }
 
     /// Probes the broker every second until the process ends; rebuilds the producer if
@@ -79,9 +98,9 @@ impl KafkaSink {
     pub async fn watch(self: Arc<Self>) {
         loop {
             let producer = self.producer();
-            if let Some((code, reason)) = producer.client().fatal_error() {
+            if let Some((code, reason)) = producer.producer.client().fatal_error() {
                 tracing::error!(?code, %reason, "Kafka producer hit a fatal error; rebuilding it");
-                match build_producer(&self.settings) {
+                match build_producer(&self.settings, self.reports.clone()) {
                     Ok(p) => *self.producer.write().expect("producer lock") = Arc::new(p),
                     Err(e) => tracing::error!(error = %e, "could not rebuild the Kafka producer"),
                 }
@@ -89,7 +108,8 @@ impl KafkaSink {
             let topic = self.settings.topic.clone();
             let p = self.producer();
             let ok = tokio::task::spawn_blocking(move || {
-                p.client()
+                p.producer
+                    .client()
                     .fetch_metadata(Some(&topic), Timeout::After(Duration::from_millis(1500)))
                     .map(|md| {
                         md.topics()
@@ -114,7 +134,7 @@ impl KafkaSink {
     }
 }
 
-fn build_producer(s: &KafkaSettings) -> Result<FutureProducer, KafkaError> {
+fn build_producer(s: &KafkaSettings, reports: Arc<Notify>) -> Result<AckProducer, KafkaError> {
     let mut c = rivulet_common::kafka::base_config();
     c.set("bootstrap.servers", &s.brokers)
         .set("client.id", "rivulet-ingest")
@@ -133,7 +153,7 @@ fn build_producer(s: &KafkaSettings) -> Result<FutureProducer, KafkaError> {
         .set("socket.nagle.disable", "true")
         .set("socket.keepalive.enable", "true")
         .set("reconnect.backoff.max.ms", "1000");
-    c.create()
+    AckProducer::create(&c, reports)
 }
 
 impl EventSink for KafkaSink {
@@ -153,12 +173,13 @@ impl EventSink for KafkaSink {
             // Enqueue everything first, so that one batch's messages share produce requests.
             let mut deliveries = Vec::with_capacity(records.len());
             for r in records {
-                let mut record = FutureRecord::to(&self.settings.topic)
+                let (tx, rx) = oneshot::channel();
+                let mut record = BaseRecord::with_opaque_to(&self.settings.topic, Box::new(tx))
                     .key(&r.key)
                     .payload(&r.payload);
                 let enqueued = loop {
-                    match producer.send_result(record) {
-                        Ok(delivery) => break Ok(delivery),
+                    match producer.producer.send(record) {
+                        Ok(()) => break Ok(rx),
                         Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                             // Backpressure: wait for the queue to drain rather than grow memory.
                             if Instant::now() >= deadline {
@@ -174,8 +195,8 @@ impl EventSink for KafkaSink {
             }
             let acks = futures::future::join_all(deliveries.into_iter().map(|d| async move {
                 match d?.await {
-                    Ok(Ok(_)) => Ok(()),
-                    Ok(Err((e, _))) => Err(SinkError::Rejected(e.to_string())),
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(SinkError::Rejected(e.to_string())),
                     Err(_) => Err(SinkError::Timeout),
                 }
             }));
@@ -199,11 +220,11 @@ impl EventSink for KafkaSink {
     }
 
     fn queue_depth(&self) -> usize {
-        self.producer().in_flight_count().max(0) as usize
+        self.producer().producer.in_flight_count().max(0) as usize
     }
 
     fn flush(&self, timeout: Duration) {
-        if let Err(e) = self.producer().flush(Timeout::After(timeout)) {
+        if let Err(e) = self.producer().producer.flush(Timeout::After(timeout)) {
             tracing::warn!(error = %e, "producer flush did not finish");
         }
     }
