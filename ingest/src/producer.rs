@@ -39,8 +39,9 @@ impl ProducerContext for AckContext {
 }
 
 /// A producer, plus its report queue's wake-up hooked to `wake`.
+/// Dereferences to the `BaseProducer`, for sending and for the client's other calls.
 pub struct AckProducer {
-    pub producer: BaseProducer<AckContext>,
+    producer: BaseProducer<AckContext>,
     queue: MainQueue,
     // Kept alive for as long as librdkafka may call `on_reports` with its address.
     _wake: Arc<Notify>,
@@ -100,6 +101,14 @@ impl AckProducer {
             self.producer.poll(Duration::ZERO);
         }
         false
+    }
+}
+
+impl std::ops::Deref for AckProducer {
+    type Target = BaseProducer<AckContext>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.producer
     }
 }
 

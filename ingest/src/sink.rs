@@ -5,7 +5,8 @@
 //! producer queue makes the caller wait (backpressure) up to the ack timeout. A
 //! background probe tracks whether the broker answers, so that while Kafka is down
 //! requests fail fast with 503 instead of each waiting for the timeout, and recover by
-//! themselves when it returns.
+//! themselves when it returns. The acks themselves are served on the runtime
+//! (`serve_reports`, see `producer`).
 
 use crate::producer::AckProducer;
 use futures::future::BoxFuture;
@@ -98,7 +99,7 @@ impl KafkaSink {
     pub async fn watch(self: Arc<Self>) {
         loop {
             let producer = self.producer();
-            if let Some((code, reason)) = producer.producer.client().fatal_error() {
+            if let Some((code, reason)) = producer.client().fatal_error() {
                 tracing::error!(?code, %reason, "Kafka producer hit a fatal error; rebuilding it");
                 match build_producer(&self.settings, self.reports.clone()) {
                     Ok(p) => *self.producer.write().expect("producer lock") = Arc::new(p),
@@ -108,8 +109,7 @@ impl KafkaSink {
             let topic = self.settings.topic.clone();
             let p = self.producer();
             let ok = tokio::task::spawn_blocking(move || {
-                p.producer
-                    .client()
+                p.client()
                     .fetch_metadata(Some(&topic), Timeout::After(Duration::from_millis(1500)))
                     .map(|md| {
                         md.topics()
@@ -178,7 +178,7 @@ impl EventSink for KafkaSink {
                     .key(&r.key)
                     .payload(&r.payload);
                 let enqueued = loop {
-                    match producer.producer.send(record) {
+                    match producer.send(record) {
                         Ok(()) => break Ok(rx),
                         Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                             // Backpressure: wait for the queue to drain rather than grow memory.
@@ -220,11 +220,11 @@ impl EventSink for KafkaSink {
     }
 
     fn queue_depth(&self) -> usize {
-        self.producer().producer.in_flight_count().max(0) as usize
+        self.producer().in_flight_count().max(0) as usize
     }
 
     fn flush(&self, timeout: Duration) {
-        if let Err(e) = self.producer().producer.flush(Timeout::After(timeout)) {
+        if let Err(e) = self.producer().flush(Timeout::After(timeout)) {
             tracing::warn!(error = %e, "producer flush did not finish");
         }
     }
