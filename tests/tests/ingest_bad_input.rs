@@ -529,8 +529,9 @@ async fn slow_headers_are_cut_off_but_idle_connections_are_not() {
     fx.still_serves().await;
 }
 
-/// How long after `since` the server closed `stream`, which it must do within 10 s.
-async fn closed_after(stream: &TcpStream, since: Instant, what: &str) -> Duration {
+/// How long from now until the server closes `stream`, which it must do within 10 s.
+async fn closed_after(stream: &TcpStream, what: &str) -> Duration {
+    let since = Instant::now();
     wait_closed(stream, Duration::from_secs(10))
         .await
         .unwrap_or_else(|| panic!("{what} stayed open"))
@@ -544,7 +545,7 @@ async fn keep_alive_timeout_closes_idle_connections() {
     // Kept alive after a request, then idle.
     let used = TcpStream::connect(fx.addr()).await.unwrap();
     assert_eq!(raw_valid_request(&fx, &used).await, Some(200));
-    let after = closed_after(&used, Instant::now(), "an idle kept-alive connection").await;
+    let after = closed_after(&used, "an idle kept-alive connection").await;
     assert!(about_the_timeout.contains(&after), "closed after {after:?}");
     // In use past its first idle deadline: each request moves the deadline on (the
     // listener's timer fires at the old one and is moved then, not on every request).
@@ -555,7 +556,7 @@ async fn keep_alive_timeout_closes_idle_connections() {
         }
         assert_eq!(raw_valid_request(&fx, &busy).await, Some(200));
     }
-    let after = closed_after(&busy, Instant::now(), "a connection after its last request").await;
+    let after = closed_after(&busy, "a connection after its last request").await;
     assert!(
         about_the_timeout.contains(&after),
         "closed {after:?} after its last request"
@@ -568,11 +569,11 @@ async fn keep_alive_timeout_closes_idle_connections() {
         .await
         .expect("liveness")
         .starts_with("HTTP/1.1 200"));
-    let after = closed_after(&quick, Instant::now(), "an idle connection after a GET").await;
+    let after = closed_after(&quick, "an idle connection after a GET").await;
     assert!(after < Duration::from_secs(4), "closed after {after:?}");
     // Never used.
     let fresh = TcpStream::connect(fx.addr()).await.unwrap();
-    let after = closed_after(&fresh, Instant::now(), "an unused connection").await;
+    let after = closed_after(&fresh, "an unused connection").await;
     assert!(after < Duration::from_secs(4), "closed after {after:?}");
     fx.still_serves().await;
 }
