@@ -4,7 +4,8 @@
 //!   loadgen rate URL BODY_FILE RATE SECONDS [CONNECTIONS] open loop: RATE requests/s over
 //!                                                         CONNECTIONS (default 64) connections
 //!
-//! Prints one JSON line: requests, ok, errors, requests_per_sec, p50/p90/p99/max in ms.
+//! Prints one JSON line: requests, ok, errors, requests_per_sec, p50/p90/p99/max in ms
+//! (rate mode also: p99_ms_by_second, the p99 of each second's requests).
 //! In open-loop mode a request that is late because its connection was still busy is
 //! timed from when it was due, so a stalled server shows up in the percentiles in full
 //! (no coordinated omission); one sent on time is timed from its actual send, since the
@@ -12,7 +13,8 @@
 //! reported as timer_lag_p50_ms/p99_ms. Open loop first
 //! runs LOADGEN_WARMUP_SECS (default 2) at the same rate, not recorded: connections are
 //! opened and the server's caches and the broker's JIT are warm when measuring starts.
-//! LOADGEN_TRACE=FILE writes one line per request: start (s), latency (ms), ok.
+//! LOADGEN_TRACE=FILE writes one line per request: start (s), latency (ms), ok, after a
+//! first line giving the UNIX time of start 0.
 
 use std::time::{Duration, Instant};
 
@@ -127,7 +129,20 @@ async fn main() {
     };
     if let Ok(path) = std::env::var("LOADGEN_TRACE") {
         // One line per request, "start_s latency_ms ok", to look for a pattern in the tail.
-        let mut lines = String::new();
+        // The first line dates the run (UNIX seconds at `start_s` 0), to line it up
+        // with other logs (the broker's GC log, a system monitor).
+        let measured_from = match mode.as_str() {
+            "rate" => begin + Duration::from_secs(warmup_secs),
+            _ => started,
+        };
+        let unix_now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let mut lines = format!(
+            "# start_s 0 = unix {:.3}\n",
+            unix_now - measured_from.elapsed().as_secs_f64()
+        );
         for (ok, ms, at) in &results {
             lines.push_str(&format!("{at:.6} {ms:.3} {}\n", *ok as u8));
         }
@@ -139,9 +154,10 @@ async fn main() {
     let ok = results.iter().filter(|r| r.0).count();
     let timer = if mode == "rate" {
         format!(
-            ",\"timer_lag_p50_ms\":{:.3},\"timer_lag_p99_ms\":{:.3}",
+            ",\"timer_lag_p50_ms\":{:.3},\"timer_lag_p99_ms\":{:.3},\"p99_ms_by_second\":[{}]",
             pct(&lags, 0.5),
-            pct(&lags, 0.99)
+            pct(&lags, 0.99),
+            p99_by_second(&results)
         )
     } else {
         String::new()
@@ -156,6 +172,27 @@ async fn main() {
         pct(&lat, 0.99),
         lat.last().copied().unwrap_or(0.0)
     );
+}
+
+/// The p99 of the requests due in each whole second of the run, comma-separated: whether
+/// a tail is one episode of a few hundred milliseconds or spread over the whole run.
+fn p99_by_second(results: &[(bool, f64, f64)]) -> String {
+    let mut seconds: Vec<Vec<f64>> = Vec::new();
+    for &(_, ms, at) in results {
+        let s = at as usize;
+        if seconds.len() <= s {
+            seconds.resize_with(s + 1, Vec::new);
+        }
+        seconds[s].push(ms);
+    }
+    seconds
+        .iter_mut()
+        .map(|v| {
+            v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            format!("{:.1}", pct(v, 0.99))
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The `p` quantile of sorted values (0 when empty).
