@@ -121,28 +121,21 @@ async fn main() {
         }
         _ => panic!("mode is max or rate"),
     };
-    let elapsed = match mode.as_str() {
-        "rate" => (begin + Duration::from_secs(warmup_secs))
-            .elapsed()
-            .as_secs_f64(),
-        _ => started.elapsed().as_secs_f64(),
+    // Where the recorded requests' `start_s` 0 lies: after the open loop's warm-up.
+    let measured_from = match mode.as_str() {
+        "rate" => begin + Duration::from_secs(warmup_secs),
+        _ => started,
     };
+    let elapsed = measured_from.elapsed().as_secs_f64();
     if let Ok(path) = std::env::var("LOADGEN_TRACE") {
         // One line per request, "start_s latency_ms ok", to look for a pattern in the tail.
         // The first line dates the run (UNIX seconds at `start_s` 0), to line it up
         // with other logs (the broker's GC log, a system monitor).
-        let measured_from = match mode.as_str() {
-            "rate" => begin + Duration::from_secs(warmup_secs),
-            _ => started,
-        };
         let unix_now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_secs_f64();
-        let mut lines = format!(
-            "# start_s 0 = unix {:.3}\n",
-            unix_now - measured_from.elapsed().as_secs_f64()
-        );
+        let mut lines = format!("# start_s 0 = unix {:.3}\n", unix_now - elapsed);
         for (ok, ms, at) in &results {
             lines.push_str(&format!("{at:.6} {ms:.3} {}\n", *ok as u8));
         }
