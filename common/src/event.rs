@@ -5,6 +5,7 @@
 //! (`event_id`, times, the client IP and user agent chosen by the rules, the key's id).
 
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use uuid::Uuid;
 
 /// Version of the `RawEvent` message format. The enricher sends any other to the DLQ.
@@ -26,23 +27,24 @@ impl EventType {
     }
 }
 
-/// A tracking event that passed validation. The API key is not part of it: it is
-/// checked and dropped at the door.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct TrackEvent {
+/// A tracking event that passed validation, its strings borrowed from the request body
+/// where they were. The API key is not part of it: it is checked and dropped at the door.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrackEvent<'a> {
     pub site_id: u32,
-    pub event_type: Option<EventType>,
-    pub event_name: Option<String>,
-    pub properties: Option<String>,
-    pub pathname: Option<String>,
-    pub hostname: Option<String>,
-    pub querystring: Option<String>,
-    pub page_title: Option<String>,
-    pub referrer: Option<String>,
-    pub user_id: Option<String>,
-    pub user_agent: Option<String>,
+    pub event_type: EventType,
+    pub event_name: Option<Cow<'a, str>>,
+    pub properties: Option<Cow<'a, str>>,
+    pub pathname: Option<Cow<'a, str>>,
+    pub hostname: Option<Cow<'a, str>>,
+    pub querystring: Option<Cow<'a, str>>,
+    pub page_title: Option<Cow<'a, str>>,
+    pub referrer: Option<Cow<'a, str>>,
+    pub user_id: Option<Cow<'a, str>>,
+    pub user_agent: Option<Cow<'a, str>>,
+    /// Normalised (`2001:0db8::0001` → `2001:db8::1`).
     pub ip_address: Option<String>,
-    pub language: Option<String>,
+    pub language: Option<Cow<'a, str>>,
     pub screen_width: Option<u16>,
     pub screen_height: Option<u16>,
     pub event_id: Option<Uuid>,
@@ -51,12 +53,15 @@ pub struct TrackEvent {
 }
 
 /// The Kafka message value on `events.raw` (JSON, `"v":1`).
+///
+/// `S` is the type of its strings: `String` to read a message (the default), and
+/// borrowed strings where ingest writes one from a request it still holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RawEvent {
+pub struct RawEvent<S = String> {
     pub v: u32,
     pub event_id: Uuid,
     pub site_id: u32,
-    pub key_id: String,
+    pub key_id: S,
     #[serde(rename = "type")]
     pub event_type: EventType,
     /// When the event happened (client `timestamp` inside the window, else `received_at`), epoch ms.
@@ -64,27 +69,27 @@ pub struct RawEvent {
     /// When ingest received it, epoch ms.
     pub received_at: i64,
     /// Client IP chosen by the rules: `ip_address`, else the peer, else a trusted proxy's X-Forwarded-For.
-    pub ip: String,
+    pub ip: S,
     /// `user_agent` when given, else the request's User-Agent header.
-    pub user_agent: String,
+    pub user_agent: S,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event_name: Option<String>,
+    pub event_name: Option<S>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub properties: Option<String>,
+    pub properties: Option<S>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pathname: Option<String>,
+    pub pathname: Option<S>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<String>,
+    pub hostname: Option<S>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub querystring: Option<String>,
+    pub querystring: Option<S>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_title: Option<String>,
+    pub page_title: Option<S>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub referrer: Option<String>,
+    pub referrer: Option<S>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user_id: Option<String>,
+    pub user_id: Option<S>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub language: Option<String>,
+    pub language: Option<S>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub screen_width: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

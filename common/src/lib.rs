@@ -7,6 +7,7 @@ pub mod ch;
 pub mod config;
 pub mod error;
 pub mod event;
+pub mod event_body;
 pub mod kafka;
 pub mod keys;
 pub mod migrations;

@@ -1,12 +1,14 @@
 //! Validation of a tracking event (spec §2.1, limits §8, DESIGN.md's wire contract).
 //!
-//! Input is the decoded JSON object; every field is checked and *all* problems are
-//! reported at once, in the spec's shape: `fieldErrors` keyed by field name and
-//! `formErrors` for rules that span fields. Unknown fields are ignored.
+//! Input is the event's known fields as read from the body (`event_body`); every field
+//! is checked and *all* problems are reported at once, in the spec's shape: `fieldErrors`
+//! keyed by field name and `formErrors` for rules that span fields. Unknown fields never
+//! reach it: they are ignored.
 
 use crate::event::{EventType, TrackEvent};
+use crate::event_body::{EventFields, Field};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use uuid::Uuid;
@@ -24,6 +26,9 @@ pub const LIMITS: &[(&str, usize)] = &[
     ("event_name", 256),
     ("properties", 2048),
 ];
+
+/// The limit of a string field without one of its own in `LIMITS` (`ip_address`).
+const DEFAULT_LIMIT: usize = 2048;
 
 pub const CUSTOM_EVENT_NEEDS_NAME: &str = "Custom events require event_name";
 
@@ -52,39 +57,44 @@ impl ValidationErrors {
     }
 }
 
-/// Checks one event object. On success the returned event holds only known, valid fields.
-///
-/// The event's valid string fields are moved out of `obj` rather than copied (the request
-/// path's largest share of copies); every other field, `api_key` included, stays.
-pub fn validate_event(obj: &mut Map<String, Value>) -> Result<TrackEvent, ValidationErrors> {
+/// Checks one event. On success the returned event holds only known, valid fields,
+/// its strings still borrowed from the request body where they were. `api_key` is not
+/// looked at: the key check comes after validation, and the caller takes it first.
+pub fn validate_event<'a>(f: EventFields<'a>) -> Result<TrackEvent<'a>, ValidationErrors> {
     let mut errs = ValidationErrors::default();
-    let mut ev = TrackEvent {
-        site_id: site_id(obj.get("site_id"), &mut errs).unwrap_or(0),
-        ..TrackEvent::default()
-    };
+    let site_id = site_id(f.site_id, &mut errs).unwrap_or(0);
 
-    ev.event_type = match present(obj, "type") {
+    let event_type = match present(f.event_type) {
         None => Some(EventType::Pageview),
-        Some(Value::String(s)) if s == "pageview" => Some(EventType::Pageview),
-        Some(Value::String(s)) if s == "custom_event" => Some(EventType::CustomEvent),
+        Some(Field::Str(s)) if s == "pageview" => Some(EventType::Pageview),
+        Some(Field::Str(s)) if s == "custom_event" => Some(EventType::CustomEvent),
         Some(_) => {
             errs.field("type", "type must be \"pageview\" or \"custom_event\"");
             None
         }
     };
 
-    let mut text = |name: &str| -> Option<String> { string_field(obj, name, &mut errs) };
-    ev.pathname = text("pathname");
-    ev.hostname = text("hostname");
-    ev.querystring = text("querystring");
-    ev.page_title = text("page_title");
-    ev.referrer = text("referrer");
-    ev.user_id = text("user_id");
-    ev.user_agent = text("user_agent");
-    ev.language = text("language");
-    ev.event_name = text("event_name").filter(|s| !s.is_empty());
-    ev.properties = text("properties");
-    let ip = text("ip_address");
+    let mut text = |name: &str, v: Option<Field<'a>>| string_field(name, v, &mut errs);
+    let mut ev = TrackEvent {
+        site_id,
+        event_type: event_type.unwrap_or(EventType::Pageview),
+        pathname: text("pathname", f.pathname),
+        hostname: text("hostname", f.hostname),
+        querystring: text("querystring", f.querystring),
+        page_title: text("page_title", f.page_title),
+        referrer: text("referrer", f.referrer),
+        user_id: text("user_id", f.user_id),
+        user_agent: text("user_agent", f.user_agent),
+        language: text("language", f.language),
+        event_name: text("event_name", f.event_name).filter(|s| !s.is_empty()),
+        properties: text("properties", f.properties),
+        ip_address: None,
+        screen_width: None,
+        screen_height: None,
+        event_id: None,
+        timestamp_ms: None,
+    };
+    let ip = text("ip_address", f.ip_address);
 
     if let Some(p) = &ev.properties {
         if serde_json::from_str::<serde::de::IgnoredAny>(p).is_err() {
@@ -97,20 +107,20 @@ pub fn validate_event(obj: &mut Map<String, Value>) -> Result<TrackEvent, Valida
             Err(_) => errs.field("ip_address", "ip_address must be an IPv4 or IPv6 address"),
         }
     }
-    ev.screen_width = screen(obj, "screenWidth", &mut errs);
-    ev.screen_height = screen(obj, "screenHeight", &mut errs);
+    ev.screen_width = screen("screenWidth", f.screen_width, &mut errs);
+    ev.screen_height = screen("screenHeight", f.screen_height, &mut errs);
 
-    match present(obj, "event_id") {
+    match present(f.event_id) {
         None => {}
-        Some(Value::String(s)) => match Uuid::parse_str(s) {
+        Some(Field::Str(s)) => match Uuid::parse_str(&s) {
             Ok(u) if !u.is_nil() => ev.event_id = Some(u),
             _ => errs.field("event_id", "event_id must be a UUID"),
         },
         Some(_) => errs.field("event_id", "event_id must be a UUID string"),
     }
-    ev.timestamp_ms = timestamp(present(obj, "timestamp"), &mut errs);
+    ev.timestamp_ms = timestamp(present(f.timestamp), &mut errs);
 
-    if ev.event_type == Some(EventType::CustomEvent) && ev.event_name.is_none() {
+    if event_type == Some(EventType::CustomEvent) && ev.event_name.is_none() {
         errs.form_errors.push(CUSTOM_EVENT_NEEDS_NAME.to_string());
     }
     if errs.is_empty() {
@@ -121,46 +131,41 @@ pub fn validate_event(obj: &mut Map<String, Value>) -> Result<TrackEvent, Valida
 }
 
 /// A field's value, treating JSON `null` as absent.
-fn present<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
-    obj.get(name).filter(|v| !v.is_null())
+fn present(v: Option<Field<'_>>) -> Option<Field<'_>> {
+    v.filter(|v| *v != Field::Null)
 }
 
-/// A valid string field, moved out of `obj`.
-fn string_field(
-    obj: &mut Map<String, Value>,
+/// A valid string field.
+fn string_field<'a>(
     name: &str,
+    v: Option<Field<'a>>,
     errs: &mut ValidationErrors,
-) -> Option<String> {
-    let v = present(obj, name)?;
-    let Value::String(s) = v else {
+) -> Option<Cow<'a, str>> {
+    let Field::Str(s) = present(v)? else {
         errs.field(name, format!("{name} must be a string"));
         return None;
     };
     let max = LIMITS
         .iter()
         .find(|(n, _)| *n == name)
-        .map(|(_, m)| *m)
-        .unwrap_or(2048);
+        .map_or(DEFAULT_LIMIT, |(_, m)| *m);
     // Limits are in characters (Unicode scalar values), as the spec states them.
     if s.len() > max && s.chars().count() > max {
         errs.field(name, format!("{name} must be at most {max} characters"));
         return None;
     }
-    match obj.remove(name) {
-        Some(Value::String(s)) => Some(s),
-        _ => None,
-    }
+    Some(s)
 }
 
-fn site_id(v: Option<&Value>, errs: &mut ValidationErrors) -> Option<u32> {
+fn site_id(v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<u32> {
     const MSG: &str = "site_id must be a positive integer (as a number or a string)";
-    let parsed = match v.filter(|v| !v.is_null()) {
+    let parsed = match present(v) {
         None => {
             errs.field("site_id", "site_id is required");
             return None;
         }
-        Some(Value::Number(n)) => n.as_u64(),
-        Some(Value::String(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+        Some(Field::Unsigned(n)) => Some(n),
+        Some(Field::Str(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
             s.parse::<u64>().ok()
         }
         Some(_) => None,
@@ -177,8 +182,8 @@ fn site_id(v: Option<&Value>, errs: &mut ValidationErrors) -> Option<u32> {
     }
 }
 
-fn screen(obj: &Map<String, Value>, name: &str, errs: &mut ValidationErrors) -> Option<u16> {
-    let v = present(obj, name)?;
+fn screen(name: &str, v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<u16> {
+    let v = present(v)?;
     match v.as_f64() {
         Some(f) if (0.0..=65535.0).contains(&f) => Some(f.round() as u16),
         _ => {
@@ -188,12 +193,12 @@ fn screen(obj: &Map<String, Value>, name: &str, errs: &mut ValidationErrors) -> 
     }
 }
 
-fn timestamp(v: Option<&Value>, errs: &mut ValidationErrors) -> Option<i64> {
+fn timestamp(v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<i64> {
     const MSG: &str = "timestamp must be an RFC 3339 date-time or epoch milliseconds";
     let ms = match v? {
-        Value::Number(n) => n.as_i64().filter(|ms| *ms > 0),
-        Value::String(s) => {
-            time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+        Field::Unsigned(n) => i64::try_from(n).ok().filter(|ms| *ms > 0),
+        Field::Str(s) => {
+            time::OffsetDateTime::parse(&s, &time::format_description::well_known::Rfc3339)
                 .ok()
                 .and_then(|t| i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok())
         }
@@ -222,17 +227,20 @@ pub fn effective_timestamp(client_ms: Option<i64>, received_ms: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::event_body::parse_event;
+    use serde_json::{json, Value};
 
-    fn check(v: Value) -> Result<TrackEvent, ValidationErrors> {
-        validate_event(&mut v.as_object().unwrap().clone())
+    /// Validates an object given as a JSON value, as a request body would carry it.
+    fn check(v: Value) -> Result<TrackEvent<'static>, ValidationErrors> {
+        let body: &'static [u8] = Vec::leak(serde_json::to_vec(&v).unwrap());
+        validate_event(parse_event(body).unwrap())
     }
 
     #[test]
     fn minimal_pageview_defaults_type() {
         let ev = check(json!({"api_key": "rb_x", "site_id": "7"})).unwrap();
         assert_eq!(ev.site_id, 7);
-        assert_eq!(ev.event_type, Some(EventType::Pageview));
+        assert_eq!(ev.event_type, EventType::Pageview);
     }
 
     #[test]
@@ -355,6 +363,7 @@ mod tests {
     mod props {
         use super::*;
         use proptest::prelude::*;
+        use serde_json::Map;
 
         fn json_value() -> impl Strategy<Value = Value> {
             let leaf = prop_oneof![
@@ -403,13 +412,13 @@ mod tests {
             ) {
                 let mut obj = Map::new();
                 for (i, v) in vals { obj.insert(FIELDS[i].to_string(), v); }
-                if let Ok(ev) = validate_event(&mut obj) {
+                if let Ok(ev) = check(Value::Object(obj)) {
                     prop_assert!(ev.site_id > 0);
                     for (s, max) in [(&ev.page_title, 512), (&ev.referrer, 2048), (&ev.user_id, 255),
                         (&ev.user_agent, 512), (&ev.event_name, 256), (&ev.properties, 2048)] {
                         prop_assert!(s.as_ref().is_none_or(|s| s.chars().count() <= max));
                     }
-                    if ev.event_type == Some(EventType::CustomEvent) { prop_assert!(ev.event_name.is_some()); }
+                    if ev.event_type == EventType::CustomEvent { prop_assert!(ev.event_name.is_some()); }
                 }
             }
         }

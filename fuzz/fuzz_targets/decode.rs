@@ -8,7 +8,7 @@
 use axum::body::Body;
 use libfuzzer_sys::fuzz_target;
 use rivulet_ingest::api::IngestError;
-use rivulet_ingest::decode::{decode_content, parse_object, read_body};
+use rivulet_ingest::decode::{decode_content, parse_event, read_body};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -59,7 +59,7 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => return check(&e),
     };
     assert!(decoded.len() <= limit);
-    match parse_object(&decoded) {
+    match parse_event(&decoded) {
         Ok(_) => assert!(std::str::from_utf8(&decoded).is_ok()),
         Err(e) => check(&e),
     }

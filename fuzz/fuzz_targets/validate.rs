@@ -1,17 +1,24 @@
-//! The validator on any JSON object: never panics, and what it accepts respects the
-//! documented limits (the property test's invariants, with libFuzzer's coverage).
+//! The body reader and the validator on any bytes: the reader accepts exactly what a full
+//! parse into a `serde_json::Value` accepts as an object; the validator never panics, and
+//! what it accepts respects the documented limits (the property tests' invariants, with
+//! libFuzzer's coverage).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use rivulet_common::event::EventType;
+use rivulet_common::event_body::{parse_event, BodyError};
 use rivulet_common::validate::{validate_event, LIMITS};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(mut obj) = serde_json::from_slice::<Map<String, Value>>(data) else {
-        return;
+    let full = serde_json::from_slice::<Value>(data);
+    let fields = match parse_event(data) {
+        Ok(fields) => fields,
+        Err(BodyError::NotAnObject) => return assert!(matches!(full, Ok(v) if !v.is_object())),
+        Err(BodyError::Json(_)) => return assert!(full.is_err()),
     };
-    match validate_event(&mut obj) {
+    assert!(matches!(full, Ok(Value::Object(_))));
+    match validate_event(fields) {
         Ok(ev) => {
             assert!(ev.site_id > 0);
             let fields = [
@@ -33,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
                     "{name}"
                 );
             }
-            if ev.event_type == Some(EventType::CustomEvent) {
+            if ev.event_type == EventType::CustomEvent {
                 assert!(ev.event_name.is_some());
             }
             // Valid JSON by the grammar (RFC 8259 sets no number range): `1e400` is

@@ -3,17 +3,19 @@
 use crate::api::{self, BatchItem, BatchResponse, IngestError};
 use crate::client_ip::client_ip;
 use crate::decode;
+use crate::router::RequestBody;
 use crate::sink::Record;
 use crate::state::AppState;
-use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{header, HeaderMap, HeaderName, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use bytes::Bytes;
 use metrics::Counter;
 use rivulet_common::event::{RawEvent, TrackEvent, RAW_EVENT_VERSION};
+use rivulet_common::event_body::{EventFields, Events, Field, Item};
 use rivulet_common::validate::{effective_timestamp, validate_event, ValidationErrors};
-use serde_json::{json, Map, Value};
+use serde_json::json;
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::LazyLock;
@@ -26,9 +28,8 @@ static EVENTS_ACCEPTED: LazyLock<Counter> =
 static RATE_LIMITED: LazyLock<Counter> =
     LazyLock::new(|| metrics::counter!("ingest_rate_limited_total"));
 
-/// Header-derived request context: who sent it and with what user agent. Borrowed from
-/// the request's headers: most events carry their own user agent, so the header's is
-/// only copied when it is used.
+/// Header-derived request context: who sent it and with what user agent, borrowed from
+/// the request's headers.
 struct Origin<'a> {
     peer: std::net::IpAddr,
     forwarded_for: Option<&'a str>,
@@ -46,25 +47,27 @@ impl<'a> Origin<'a> {
     }
 
     /// The `User-Agent` header, cut to the event field's limit (512 characters).
-    fn user_agent(&self) -> String {
-        self.user_agent
-            .map(|ua| ua.chars().take(512).collect())
-            .unwrap_or_default()
+    fn user_agent(&self) -> Cow<'a, str> {
+        let ua = self.user_agent.unwrap_or_default();
+        match ua.char_indices().nth(512) {
+            None => Cow::Borrowed(ua),
+            Some((end, _)) => Cow::Borrowed(&ua[..end]),
+        }
     }
 }
 
-async fn read_object(
+/// The request body, read within `limit` and decoded (`Content-Encoding`).
+async fn read_body(
     st: &AppState,
     headers: &HeaderMap,
-    body: Body,
+    body: impl RequestBody,
     limit: usize,
-) -> Result<Map<String, Value>, IngestError> {
+) -> Result<Bytes, IngestError> {
     let raw = decode::read_body(body, limit, st.cfg.body_timeout).await?;
     let encoding = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok());
-    let bytes = decode::decode_content(encoding, raw, limit)?;
-    decode::parse_object(&bytes)
+    decode::decode_content(encoding, raw, limit)
 }
 
 fn now_ms() -> i64 {
@@ -72,28 +75,27 @@ fn now_ms() -> i64 {
 }
 
 /// The Kafka message for a validated event: server-chosen id, times, IP and user agent.
-fn raw_event(
-    ev: TrackEvent,
-    key_id: &str,
-    origin: &Origin,
+/// Its strings stay borrowed from the request until the message is written.
+fn raw_event<'a>(
+    ev: TrackEvent<'a>,
+    key_id: &'a str,
+    origin: &Origin<'a>,
     st: &AppState,
     received_at: i64,
-) -> RawEvent {
-    let ip = match &ev.ip_address {
-        Some(ip) => ip.clone(),
+) -> RawEvent<Cow<'a, str>> {
+    let ip = match ev.ip_address {
+        Some(ip) => ip,
         None => client_ip(origin.peer, origin.forwarded_for, &st.cfg.trusted_proxies).to_string(),
     };
     RawEvent {
         v: RAW_EVENT_VERSION,
         event_id: ev.event_id.unwrap_or_else(Uuid::now_v7),
         site_id: ev.site_id,
-        key_id: key_id.to_string(),
-        event_type: ev
-            .event_type
-            .unwrap_or(rivulet_common::event::EventType::Pageview),
+        key_id: Cow::Borrowed(key_id),
+        event_type: ev.event_type,
         timestamp: effective_timestamp(ev.timestamp_ms, received_at),
         received_at,
-        ip,
+        ip: Cow::Owned(ip),
         user_agent: ev.user_agent.unwrap_or_else(|| origin.user_agent()),
         event_name: ev.event_name,
         properties: ev.properties,
@@ -110,7 +112,7 @@ fn raw_event(
 }
 
 /// The Kafka message of an event: keyed by visitor, JSON payload.
-fn record(raw: &RawEvent) -> Result<Record, String> {
+fn record(raw: &RawEvent<Cow<'_, str>>) -> Result<Record, String> {
     let key = rivulet_common::kafka::message_key(
         raw.site_id,
         raw.user_id.as_deref(),
@@ -124,7 +126,7 @@ fn record(raw: &RawEvent) -> Result<Record, String> {
 }
 
 /// Publishes the events and waits for Kafka's acks: one outcome per event, in order.
-async fn publish(st: &AppState, raws: &[RawEvent]) -> Vec<Result<(), String>> {
+async fn publish(st: &AppState, raws: &[RawEvent<Cow<'_, str>>]) -> Vec<Result<(), String>> {
     let mut outcomes: Vec<Result<(), String>> = Vec::with_capacity(raws.len());
     let mut records = Vec::with_capacity(raws.len());
     for raw in raws {
@@ -149,12 +151,12 @@ async fn publish(st: &AppState, raws: &[RawEvent]) -> Vec<Result<(), String>> {
 /// whether it carries one event or a batch.
 async fn admit(
     st: &AppState,
-    obj: &Map<String, Value>,
+    api_key: Option<&Field<'_>>,
     site_id: u32,
 ) -> Result<crate::auth::KeyInfo, IngestError> {
     let key = st
         .auth
-        .authorize(obj.get("api_key").and_then(Value::as_str), site_id)
+        .authorize(api_key.and_then(Field::as_str), site_id)
         .await?;
     if !st.limiter.allow(&key.key_id).await {
         RATE_LIMITED.increment(1);
@@ -164,20 +166,20 @@ async fn admit(
     Ok(key)
 }
 
-// The handlers take the whole request rather than a `HeaderMap`: that extractor clones
-// every header, and they only read two or three of them.
 pub async fn track(
-    State(st): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    req: Request,
+    st: &AppState,
+    peer: SocketAddr,
+    req: Request<impl RequestBody>,
 ) -> Result<Response, IngestError> {
     let (head, body) = req.into_parts();
     let headers = &head.headers;
-    let mut obj = read_object(&st, headers, body, st.cfg.max_body_bytes).await?;
-    let ev = validate_event(&mut obj).map_err(IngestError::InvalidPayload)?;
-    let key = admit(&st, &obj, ev.site_id).await?;
-    let raw = raw_event(ev, &key.key_id, &Origin::new(peer, headers), &st, now_ms());
-    if let Some(Err(e)) = publish(&st, std::slice::from_ref(&raw)).await.pop() {
+    let body = read_body(st, headers, body, st.cfg.max_body_bytes).await?;
+    let mut fields = decode::parse_event(&body)?;
+    let api_key = fields.api_key.take();
+    let ev = validate_event(fields).map_err(IngestError::InvalidPayload)?;
+    let key = admit(st, api_key.as_ref(), ev.site_id).await?;
+    let raw = raw_event(ev, &key.key_id, &Origin::new(peer, headers), st, now_ms());
+    if let Some(Err(e)) = publish(st, std::slice::from_ref(&raw)).await.pop() {
         tracing::warn!(error = %e, "event not acknowledged by Kafka");
         return Err(IngestError::Unavailable("the event could not be stored"));
     }
@@ -189,18 +191,19 @@ pub async fn track(
 /// own. 200 when every valid event is in Kafka; 503 (with per-event results) if any
 /// could not be stored, so the client retries those with the same event_id.
 pub async fn track_batch(
-    State(st): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    req: Request,
+    st: &AppState,
+    peer: SocketAddr,
+    req: Request<impl RequestBody>,
 ) -> Result<Response, IngestError> {
     let (head, body) = req.into_parts();
     let headers = &head.headers;
-    let mut obj = read_object(&st, headers, body, st.cfg.max_batch_bytes).await?;
-    let events = match obj.remove("events") {
-        Some(Value::Array(events)) if events.len() <= st.cfg.max_batch_events => events,
+    let body = read_body(st, headers, body, st.cfg.max_batch_bytes).await?;
+    let batch = decode::parse_batch(&body)?;
+    let events = match batch.events {
+        Some(Events::List(events)) if events.len() <= st.cfg.max_batch_events => events,
         other => {
             let msg = match other {
-                Some(Value::Array(_)) => format!(
+                Some(Events::List(_)) => format!(
                     "events must hold at most {} events",
                     st.cfg.max_batch_events
                 ),
@@ -211,11 +214,15 @@ pub async fn track_batch(
             return Err(IngestError::InvalidPayload(details));
         }
     };
-    // The envelope carries site_id and api_key; validate it as an event of its own.
-    let envelope =
-        validate_event(&mut envelope_fields(&obj)).map_err(IngestError::InvalidPayload)?;
-    let site_id = envelope.site_id;
-    let key = admit(&st, &obj, site_id).await?;
+    // The envelope carries site_id and api_key; its site_id is checked as an event's.
+    let envelope = EventFields {
+        site_id: batch.site_id,
+        ..EventFields::default()
+    };
+    let site_id = validate_event(envelope)
+        .map_err(IngestError::InvalidPayload)?
+        .site_id;
+    let key = admit(st, batch.api_key.as_ref(), site_id).await?;
     let origin = Origin::new(peer, headers);
     let received_at = now_ms();
     let mut results: Vec<Option<BatchItem>> = Vec::with_capacity(events.len());
@@ -223,7 +230,7 @@ pub async fn track_batch(
     for (i, item) in events.into_iter().enumerate() {
         match batch_event(item, site_id) {
             Ok(ev) => {
-                pending.push((i, raw_event(ev, &key.key_id, &origin, &st, received_at)));
+                pending.push((i, raw_event(ev, &key.key_id, &origin, st, received_at)));
                 results.push(None);
             }
             Err(details) => results.push(Some(BatchItem::Invalid {
@@ -232,8 +239,8 @@ pub async fn track_batch(
             })),
         }
     }
-    let (places, raws): (Vec<usize>, Vec<RawEvent>) = pending.into_iter().unzip();
-    let outcomes = publish(&st, &raws).await;
+    let (places, raws): (Vec<usize>, Vec<RawEvent<Cow<str>>>) = pending.into_iter().unzip();
+    let outcomes = publish(st, &raws).await;
     let (mut accepted, mut failed) = (0, 0);
     for ((i, raw), outcome) in places.into_iter().zip(raws).zip(outcomes) {
         let event_id = raw.event_id.to_string();
@@ -269,28 +276,20 @@ pub async fn track_batch(
     Ok(Json(body).into_response())
 }
 
-fn envelope_fields(obj: &Map<String, Value>) -> Map<String, Value> {
-    let mut m = Map::new();
-    if let Some(site) = obj.get("site_id") {
-        m.insert("site_id".into(), site.clone());
-    }
-    m
-}
-
 /// One event of a batch: it inherits the envelope's site_id; its own, if any, must match.
-fn batch_event(item: Value, site_id: u32) -> Result<TrackEvent, ValidationErrors> {
-    let Value::Object(mut obj) = item else {
+fn batch_event(item: Item<'_>, site_id: u32) -> Result<TrackEvent<'_>, ValidationErrors> {
+    let Item::Event(mut fields) = item else {
         let mut e = ValidationErrors::default();
         e.form_errors
             .push("each event must be a JSON object".into());
         return Err(e);
     };
-    let own = obj.insert("site_id".into(), json!(site_id));
-    let ev = validate_event(&mut obj)?;
+    let own = fields.site_id.replace(Field::Unsigned(u64::from(site_id)));
+    let ev = validate_event(fields)?;
     let matches = match own {
-        None | Some(Value::Null) => true,
-        Some(Value::Number(n)) => n.as_u64() == Some(u64::from(site_id)),
-        Some(Value::String(s)) => s == site_id.to_string(),
+        None | Some(Field::Null) => true,
+        Some(Field::Unsigned(n)) => n == u64::from(site_id),
+        Some(Field::Str(s)) => s == site_id.to_string(),
         Some(_) => false,
     };
     if !matches {
@@ -304,12 +303,12 @@ fn batch_event(item: Value, site_id: u32) -> Result<TrackEvent, ValidationErrors
     Ok(ev)
 }
 
-pub async fn liveness() -> &'static str {
-    "ok"
+pub fn liveness() -> Response {
+    "ok".into_response()
 }
 
 /// 200 when Kafka and Redis answer and no shutdown is under way; 503 otherwise.
-pub async fn readiness(State(st): State<AppState>) -> Response {
+pub fn readiness(st: &AppState) -> Response {
     let shutting_down = st.shutting_down.load(Ordering::Relaxed);
     let kafka = st.sink.is_ready();
     let redis = st.redis.is_up();
@@ -328,7 +327,7 @@ pub async fn readiness(State(st): State<AppState>) -> Response {
         .into_response()
 }
 
-pub async fn metrics(State(st): State<AppState>) -> Response {
+pub fn metrics(st: &AppState) -> Response {
     metrics::gauge!("ingest_kafka_queue_depth").set(st.sink.queue_depth() as f64);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
@@ -337,18 +336,10 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
         .into_response()
 }
 
-pub async fn openapi() -> Response {
+pub fn openapi() -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
         include_str!("../openapi.json"),
     )
         .into_response()
-}
-
-pub async fn method_not_allowed() -> IngestError {
-    IngestError::MethodNotAllowed
-}
-
-pub async fn no_route() -> IngestError {
-    IngestError::NoRoute
 }

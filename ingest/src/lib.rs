@@ -119,9 +119,10 @@ impl Ingest {
                 listener::raise_nofile_limit(),
             ),
         };
-        let app = router::router(st.clone());
+        let app = st.clone();
+        let handle = move |req, peer| router::handle(app.clone(), peer, req);
         tracing::info!(addr = %listener.local_addr()?, max_connections = limits.max_connections, "rivulet-ingest listening");
-        listener::serve(listener, app, limits, async move {
+        listener::serve(listener, handle, limits, async move {
             shutdown.await;
             flag.store(true, Ordering::Relaxed);
             tracing::info!("shutting down: readiness is now 503, finishing in-flight requests");

@@ -1,10 +1,12 @@
 //! Benchmark baseline: an axum server that reads the same JSON body as /api/track,
-//! parses it and answers `{"success":true}` with no validation and no I/O. The ingest
-//! benchmark reports rivulet-ingest's throughput as a ratio of this one's.
+//! parses it as ingest does (`event_body::parse_event`, or `parse_batch` for a batch)
+//! and answers `{"success":true}` with no validation and no I/O. The ingest benchmark
+//! reports rivulet-ingest's throughput as a ratio of this one's.
 
 use axum::body::Bytes;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use rivulet_common::event_body::{parse_batch, parse_event};
 use serde_json::{json, Value};
 
 // The same allocator as rivulet-ingest, so that the ratio compares the work, not malloc.
@@ -12,8 +14,11 @@ use serde_json::{json, Value};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 async fn track(body: Bytes) -> Json<Value> {
-    let parsed: Result<serde_json::Map<String, Value>, _> = serde_json::from_slice(&body);
-    Json(json!({"success": parsed.is_ok()}))
+    Json(json!({"success": parse_event(&body).is_ok()}))
+}
+
+async fn track_batch(body: Bytes) -> Json<Value> {
+    Json(json!({"success": parse_batch(&body).is_ok()}))
 }
 
 #[tokio::main]
@@ -21,7 +26,7 @@ async fn main() {
     let addr = std::env::var("BASELINE_ADDR").unwrap_or_else(|_| "127.0.0.1:3900".into());
     let app = Router::new()
         .route("/api/track", post(track))
-        .route("/api/track/batch", post(track))
+        .route("/api/track/batch", post(track_batch))
         // For the bench script to wait on, as it does on ingest's health routes.
         .route("/_liveness", get(|| async { "ok" }));
     let listener = tokio::net::TcpListener::bind(&addr)
