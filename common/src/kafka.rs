@@ -29,8 +29,23 @@ pub fn base_config() -> ClientConfig {
 
 /// The partition key of an event: one visitor's events keep their order on one partition.
 pub fn message_key(site_id: u32, user_id: Option<&str>, ip: &str, user_agent: &str) -> String {
-    match user_id {
-        Some(u) => format!("{site_id}:u:{u}"),
-        None => format!("{site_id}:v:{ip}|{user_agent}"),
-    }
+    let mut key = Vec::new();
+    write_message_key(&mut key, site_id, user_id, ip, user_agent);
+    String::from_utf8(key).expect("a key is made of strings")
+}
+
+/// `message_key`, appended to `out`.
+pub fn write_message_key(
+    out: &mut Vec<u8>,
+    site_id: u32,
+    user_id: Option<&str>,
+    ip: &str,
+    user_agent: &str,
+) {
+    use std::io::Write;
+    // Writing to a Vec cannot fail.
+    let _ = match user_id {
+        Some(u) => write!(out, "{site_id}:u:{u}"),
+        None => write!(out, "{site_id}:v:{ip}|{user_agent}"),
+    };
 }

@@ -15,6 +15,36 @@ pub struct ApiKey(String);
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KeyHash(pub String);
 
+/// The SHA-256 of an API key, unencoded: what ingest's in-process cache is keyed by.
+pub type KeyDigest = [u8; 32];
+
+impl KeyHash {
+    pub fn from_digest(digest: &KeyDigest) -> Self {
+        KeyHash(hex::encode(digest))
+    }
+
+    /// The digest this hash encodes; `None` if it is not 64 hex digits.
+    pub fn digest(&self) -> Option<KeyDigest> {
+        let mut d = [0u8; 32];
+        hex::decode_to_slice(&self.0, &mut d).ok().map(|()| d)
+    }
+}
+
+/// The digest of `s` if it is a well-formed key (as `ApiKey::parse` checks), without
+/// copying the secret: the request path's form of `ApiKey::parse(s)?.hash()`.
+pub fn digest_if_well_formed(s: &str) -> Option<KeyDigest> {
+    is_well_formed(s).then(|| Sha256::digest(s.as_bytes()).into())
+}
+
+fn is_well_formed(s: &str) -> bool {
+    s.strip_prefix(KEY_PREFIX).is_some_and(|hex_part| {
+        hex_part.len() == KEY_HEX_LEN
+            && hex_part
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
 impl ApiKey {
     /// A fresh key from the operating system's CSPRNG.
     pub fn generate() -> Self {
@@ -26,16 +56,11 @@ impl ApiKey {
     /// Accepts exactly `rb_` + 32 lowercase hex digits. Nothing is trimmed or case-folded:
     /// a key is a secret compared byte for byte, so variants are simply invalid.
     pub fn parse(s: &str) -> Option<Self> {
-        let hex_part = s.strip_prefix(KEY_PREFIX)?;
-        let ok = hex_part.len() == KEY_HEX_LEN
-            && hex_part
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        ok.then(|| ApiKey(s.to_string()))
+        is_well_formed(s).then(|| ApiKey(s.to_string()))
     }
 
     pub fn hash(&self) -> KeyHash {
-        KeyHash(hex::encode(Sha256::digest(self.0.as_bytes())))
+        KeyHash::from_digest(&Sha256::digest(self.0.as_bytes()).into())
     }
 
     /// The part shown in listings to tell keys apart (`rb_1a2b3c4d`): 32 of 128 bits.
@@ -109,5 +134,27 @@ mod tests {
             hex::encode(Sha256::digest(b"rb_0123456789abcdef0123456789abcdef"))
         );
         assert_eq!(k.display_prefix(), "rb_01234567");
+        let digest = digest_if_well_formed(k.reveal()).unwrap();
+        assert_eq!(KeyHash::from_digest(&digest), k.hash());
+        assert_eq!(k.hash().digest(), Some(digest));
+        assert_eq!(KeyHash("zz".into()).digest(), None);
+    }
+
+    #[test]
+    fn digest_only_for_well_formed_keys() {
+        let k = ApiKey::generate();
+        let s = k.reveal();
+        for bad in [
+            s.to_uppercase(),
+            format!(" {s}"),
+            s[..34].to_string(),
+            "rb_".into(),
+        ] {
+            assert_eq!(
+                ApiKey::parse(&bad).is_some(),
+                digest_if_well_formed(&bad).is_some()
+            );
+            assert!(digest_if_well_formed(&bad).is_none());
+        }
     }
 }

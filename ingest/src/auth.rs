@@ -8,13 +8,12 @@
 //! fail, a known key keeps working from its (expired) L1 entry.
 
 use crate::api::IngestError;
-use crate::metric_handles::Handles;
 use crate::redis_link::RedisLink;
 use futures::StreamExt;
 use metrics::Counter;
 use redis::AsyncCommands;
 use rivulet_common::cache;
-use rivulet_common::keys::{ApiKey, KeyHash};
+use rivulet_common::keys::{digest_if_well_formed, KeyDigest, KeyHash};
 use rivulet_common::registry::Registry;
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -26,7 +25,8 @@ const L1_MAX_ENTRIES: usize = 100_000;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeyInfo {
-    pub key_id: String,
+    /// Shared: every request of the key gets a copy of its info.
+    pub key_id: Arc<str>,
     pub site_id: u32,
 }
 
@@ -81,7 +81,8 @@ impl<K: Eq + Hash + Clone, V: Clone> L1<K, V> {
 }
 
 pub struct Auth {
-    keys: L1<KeyHash, Option<KeyInfo>>,
+    /// By the key's digest: the hex form the registry and Redis use is made on a miss only.
+    keys: L1<KeyDigest, Option<KeyInfo>>,
     sites: L1<u32, bool>,
     inflight: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     epoch: AtomicU64,
@@ -90,13 +91,24 @@ pub struct Auth {
     ttl: AuthTtls,
 }
 
-fn count(layer: &'static str, result: &'static str) {
-    static COUNTERS: LazyLock<Handles<(&str, &str), Counter>> = LazyLock::new(|| {
-        Handles::new(
-            |&(layer, result)| metrics::counter!("ingest_key_cache_total", "layer" => layer, "result" => result),
-        )
+/// The layers of the key cache, as the `layer` label of `ingest_key_cache_total`.
+#[derive(Clone, Copy)]
+enum Layer {
+    L1,
+    Redis,
+    Registry,
+}
+
+/// Counts a lookup in `ingest_key_cache_total{layer, result}` (result: hit or miss).
+fn count(layer: Layer, hit: bool) {
+    static COUNTERS: LazyLock<[[Counter; 2]; 3]> = LazyLock::new(|| {
+        ["l1", "redis", "registry"].map(|layer| {
+            ["hit", "miss"].map(
+                |result| metrics::counter!("ingest_key_cache_total", "layer" => layer, "result" => result),
+            )
+        })
     });
-    COUNTERS.get(&(layer, result)).increment(1);
+    COUNTERS[layer as usize][usize::from(!hit)].increment(1);
 }
 
 impl Auth {
@@ -119,13 +131,10 @@ impl Auth {
         api_key: Option<&str>,
         site_id: u32,
     ) -> Result<KeyInfo, IngestError> {
-        let key = api_key
-            .and_then(ApiKey::parse)
+        let digest = api_key
+            .and_then(digest_if_well_formed)
             .ok_or(IngestError::InvalidKey)?;
-        let info = self
-            .key(&key.hash())
-            .await?
-            .ok_or(IngestError::InvalidKey)?;
+        let info = self.key(&digest).await?.ok_or(IngestError::InvalidKey)?;
         if !self.site_exists(site_id).await? {
             return Err(IngestError::SiteNotFound);
         }
@@ -135,14 +144,15 @@ impl Auth {
         Ok(info)
     }
 
-    async fn key(&self, hash: &KeyHash) -> Result<Option<KeyInfo>, IngestError> {
-        if let Some((v, true)) = self.keys.get(hash) {
-            count("l1", "hit");
+    async fn key(&self, digest: &KeyDigest) -> Result<Option<KeyInfo>, IngestError> {
+        if let Some((v, true)) = self.keys.get(digest) {
+            count(Layer::L1, true);
             return Ok(v);
         }
-        count("l1", "miss");
+        count(Layer::L1, false);
+        let hash = &KeyHash::from_digest(digest);
         let _guard = self.single_flight(format!("k{}", hash.0)).await;
-        if let Some((v, true)) = self.keys.get(hash) {
+        if let Some((v, true)) = self.keys.get(digest) {
             return Ok(v);
         }
         let epoch = self.epoch.load(Ordering::SeqCst);
@@ -150,26 +160,26 @@ impl Auth {
         if let Some(cached) = self.redis_get(&entry).await {
             let v = decode_key(&cached);
             if v.is_some() || cached == "-" {
-                count("redis", "hit");
-                self.cache_key_locally(hash, v.clone(), epoch);
+                count(Layer::Redis, true);
+                self.cache_key_locally(digest, v.clone(), epoch);
                 return Ok(v);
             }
         }
-        count("redis", "miss");
+        count(Layer::Redis, false);
         let found = match self.registry.find_key_by_hash(hash).await {
             Ok(rec) => rec.filter(|r| r.revoked == 0).map(|r| KeyInfo {
-                key_id: r.key_id,
+                key_id: r.key_id.into(),
                 site_id: r.site_id,
             }),
             Err(e) => {
                 tracing::warn!(error = %e, "key registry lookup failed");
-                return match self.keys.get(hash) {
+                return match self.keys.get(digest) {
                     Some((stale, _)) => Ok(stale),
                     None => Err(IngestError::Unavailable("the key registry is unreachable")),
                 };
             }
         };
-        count("registry", if found.is_some() { "hit" } else { "miss" });
+        count(Layer::Registry, found.is_some());
         let (value, ttl) = match &found {
             Some(k) => (format!("k:{}:{}", k.site_id, k.key_id), self.ttl.redis_secs),
             None => ("-".to_string(), self.ttl.negative_secs),
@@ -177,11 +187,11 @@ impl Auth {
         if self.epoch.load(Ordering::SeqCst) == epoch {
             self.redis_set(&entry, &value, ttl).await;
         }
-        self.cache_key_locally(hash, found.clone(), epoch);
+        self.cache_key_locally(digest, found.clone(), epoch);
         Ok(found)
     }
 
-    fn cache_key_locally(&self, hash: &KeyHash, v: Option<KeyInfo>, epoch: u64) {
+    fn cache_key_locally(&self, digest: &KeyDigest, v: Option<KeyInfo>, epoch: u64) {
         // An invalidation arrived while we looked: our answer may predate it.
         if self.epoch.load(Ordering::SeqCst) != epoch {
             return;
@@ -191,7 +201,7 @@ impl Auth {
         } else {
             self.ttl.l1.min(Duration::from_secs(self.ttl.negative_secs))
         };
-        self.keys.put(hash.clone(), v, ttl);
+        self.keys.put(*digest, v, ttl);
     }
 
     async fn site_exists(&self, site_id: u32) -> Result<bool, IngestError> {
@@ -276,7 +286,11 @@ impl Auth {
     pub fn invalidate(&self, message: &str) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         if let Some(hash) = message.strip_prefix("key:") {
-            self.keys.remove(&KeyHash(hash.to_string()));
+            match KeyHash(hash.to_string()).digest() {
+                Some(digest) => self.keys.remove(&digest),
+                // Not a hash we could hold: forget every key rather than guess.
+                None => self.clear(),
+            }
         } else if let Some(site) = message.strip_prefix("site:").and_then(|s| s.parse().ok()) {
             self.sites.remove(&site);
         } else {
@@ -345,7 +359,7 @@ fn decode_key(s: &str) -> Option<KeyInfo> {
     let rest = s.strip_prefix("k:")?;
     let (site, key_id) = rest.split_once(':')?;
     Some(KeyInfo {
-        key_id: key_id.to_string(),
+        key_id: key_id.into(),
         site_id: site.parse().ok()?,
     })
 }

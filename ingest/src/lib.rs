@@ -9,7 +9,6 @@ pub mod decode;
 pub mod handlers;
 pub mod last_used;
 pub mod listener;
-pub mod metric_handles;
 pub mod producer;
 pub mod rate_limit;
 pub mod redis_link;
@@ -21,7 +20,7 @@ use crate::auth::{Auth, AuthTtls};
 use crate::config::IngestConfig;
 use crate::rate_limit::RateLimiter;
 use crate::redis_link::RedisLink;
-use crate::sink::{EventSink, KafkaSettings, KafkaSink};
+use crate::sink::{KafkaSettings, KafkaSink};
 use crate::state::{AppState, Shared};
 use metrics_exporter_prometheus::PrometheusHandle;
 use rivulet_common::ch::ChConfig;
@@ -79,7 +78,7 @@ impl Ingest {
             last_used: Arc::new(crate::last_used::LastUsed::new(redis.clone())),
             cfg: Arc::new(cfg),
             auth,
-            sink: kafka.clone() as Arc<dyn EventSink>,
+            sink: kafka.clone(),
             redis,
             prometheus: prometheus(),
             shutting_down: Arc::new(AtomicBool::new(false)),

@@ -5,8 +5,8 @@
 //! request is then woken across threads, through the runtime's shared queue. Here
 //! librdkafka calls back, from its own thread, only when its report queue goes from empty
 //! to non-empty; that wakes one task on the runtime, which serves every report queued so
-//! far and completes each request's oneshot from a runtime worker, where a wake-up is a
-//! push onto that worker's own queue.
+//! far and completes each request's `Delivery` from a runtime worker, where a wake-up is
+//! a push onto that worker's own queue.
 #![allow(unsafe_code)]
 
 use rdkafka::bindings as rdsys;
@@ -14,24 +14,74 @@ use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::producer::{BaseProducer, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientConfig, ClientContext};
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
 use std::time::Duration;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 
 /// The broker's answer for one message.
 pub type Ack = Result<(), KafkaError>;
 
-/// Completes each message's oneshot with its delivery report.
+/// Where the broker's answer for one message lands, and the task waiting for it.
+/// Shared by the message (as its opaque) and the request that sent it.
+#[derive(Default)]
+pub struct Delivery(Mutex<DeliveryState>);
+
+#[derive(Default)]
+struct DeliveryState {
+    ack: Option<Ack>,
+    waker: Option<Waker>,
+}
+
+impl Delivery {
+    fn complete(&self, ack: Ack) {
+        let waker = {
+            let mut state = lock(&self.0);
+            state.ack = Some(ack);
+            state.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// Waits for the broker's answer.
+    pub fn ack(self: Arc<Self>) -> impl Future<Output = Ack> {
+        std::future::poll_fn(move |cx| {
+            let mut state = lock(&self.0);
+            match state.ack.take() {
+                Some(ack) => Poll::Ready(ack),
+                None => {
+                    if !state
+                        .waker
+                        .as_ref()
+                        .is_some_and(|w| w.will_wake(cx.waker()))
+                    {
+                        state.waker = Some(cx.waker().clone());
+                    }
+                    Poll::Pending
+                }
+            }
+        })
+    }
+}
+
+fn lock(m: &Mutex<DeliveryState>) -> std::sync::MutexGuard<'_, DeliveryState> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Completes each message's `Delivery` with its delivery report.
 pub struct AckContext;
 
 impl ClientContext for AckContext {}
 
 impl ProducerContext for AckContext {
-    type DeliveryOpaque = Box<oneshot::Sender<Ack>>;
+    type DeliveryOpaque = Arc<Delivery>;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, tx: Self::DeliveryOpaque) {
-        // The request may have stopped waiting (its client went away): nothing to do.
-        let _ = tx.send(match result {
+    fn delivery(&self, result: &DeliveryResult<'_>, delivery: Self::DeliveryOpaque) {
+        // The request may have stopped waiting (its client went away): then nobody reads it.
+        delivery.complete(match result {
             Ok(_) => Ok(()),
             Err((e, _)) => Err(e.clone()),
         });

@@ -168,8 +168,7 @@ impl RateLimiter {
             return true;
         }
         let second = epoch_second();
-        let (tx, rx) = oneshot::channel();
-        {
+        let rx = {
             let mut queues = self.queues.lock().expect("rate limiter lock");
             if queues.len() > PRUNE_ABOVE {
                 queues.retain(|_, q| {
@@ -189,13 +188,17 @@ impl RateLimiter {
             if queue.full_second == Some(second) {
                 return false;
             }
+            // The channel is made only here: most requests of a busy key take a place
+            // reserved ahead, above, and need none.
+            let (tx, rx) = oneshot::channel();
             queue.waiters.push(tx);
             if !queue.flushing {
                 queue.flushing = true;
                 // A task of its own, so that a client hanging up cannot strand the queue.
                 tokio::spawn(self.clone().flush(key_id.to_string()));
             }
-        }
+            rx
+        };
         // The flush task always answers; if it died, failing open matches Redis down.
         rx.await.unwrap_or(true)
     }

@@ -8,15 +8,14 @@
 //! themselves when it returns. The acks themselves are served on the runtime
 //! (`serve_reports`, see `producer`).
 
-use crate::producer::AckProducer;
-use futures::future::BoxFuture;
+use crate::producer::{AckProducer, Delivery};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::util::Timeout;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 #[derive(Debug, thiserror::Error)]
@@ -29,22 +28,33 @@ pub enum SinkError {
     Rejected(String),
 }
 
-/// One message for `events.raw`.
+/// One message for `events.raw`: its key and its payload, in one buffer.
 pub struct Record {
-    pub key: String,
-    pub payload: Vec<u8>,
+    buf: Vec<u8>,
+    key_len: usize,
 }
 
-/// A destination for events. Behind a trait so router tests can run without Kafka.
-pub trait EventSink: Send + Sync {
-    /// Publishes the records and waits for their acks: one result per record, in order.
-    fn publish_all<'a>(
-        &'a self,
-        records: &'a [Record],
-    ) -> BoxFuture<'a, Vec<Result<(), SinkError>>>;
-    fn is_ready(&self) -> bool;
-    fn queue_depth(&self) -> usize;
-    fn flush(&self, timeout: Duration);
+impl Record {
+    /// A record whose key `write_key` writes, then whose payload `write_payload` appends.
+    pub fn build<E>(
+        write_key: impl FnOnce(&mut Vec<u8>),
+        write_payload: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<Self, E> {
+        // A pageview's key and payload fit in ~0.7 KiB: one allocation, not a few doublings.
+        let mut buf = Vec::with_capacity(1024);
+        write_key(&mut buf);
+        let key_len = buf.len();
+        write_payload(&mut buf)?;
+        Ok(Record { buf, key_len })
+    }
+
+    pub fn key(&self) -> &[u8] {
+        &self.buf[..self.key_len]
+    }
+
+    pub fn payload(&self) -> &[u8] {
+        &self.buf[self.key_len..]
+    }
 }
 
 pub struct KafkaSettings {
@@ -156,76 +166,99 @@ fn build_producer(s: &KafkaSettings, reports: Arc<Notify>) -> Result<AckProducer
     AckProducer::create(&c, reports)
 }
 
-impl EventSink for KafkaSink {
-    fn publish_all<'a>(
-        &'a self,
-        records: &'a [Record],
-    ) -> BoxFuture<'a, Vec<Result<(), SinkError>>> {
-        Box::pin(async move {
-            if !self.up.load(Ordering::Relaxed) {
-                return records
-                    .iter()
-                    .map(|_| Err(SinkError::Unavailable))
-                    .collect();
-            }
-            let deadline = Instant::now() + self.settings.ack_timeout;
-            let producer = self.producer();
-            // Enqueue everything first, so that one batch's messages share produce requests.
-            let mut deliveries = Vec::with_capacity(records.len());
-            for r in records {
-                let (tx, rx) = oneshot::channel();
-                let mut record = BaseRecord::with_opaque_to(&self.settings.topic, Box::new(tx))
-                    .key(&r.key)
-                    .payload(&r.payload);
-                let enqueued = loop {
-                    match producer.send(record) {
-                        Ok(()) => break Ok(rx),
-                        Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                            // Backpressure: wait for the queue to drain rather than grow memory.
-                            if Instant::now() >= deadline {
-                                break Err(SinkError::Timeout);
-                            }
-                            record = back;
-                            tokio::time::sleep(Duration::from_millis(2)).await;
-                        }
-                        Err((e, _)) => break Err(SinkError::Rejected(e.to_string())),
-                    }
-                };
-                deliveries.push(enqueued);
-            }
-            let acks = futures::future::join_all(deliveries.into_iter().map(|d| async move {
-                match d?.await {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(SinkError::Rejected(e.to_string())),
-                    Err(_) => Err(SinkError::Timeout),
-                }
-            }));
-            // librdkafka fails a message itself at message.timeout.ms; the extra second
-            // only guards against a lost callback. One timer for the whole batch.
-            let results =
-                match tokio::time::timeout_at(deadline + Duration::from_secs(1), acks).await {
-                    Ok(results) => results,
-                    Err(_) => records.iter().map(|_| Err(SinkError::Timeout)).collect(),
-                };
-            if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
-                let failed = results.iter().filter(|r| r.is_err()).count();
-                tracing::warn!(error = %e, failed, of = records.len(), "Kafka delivery failed");
-            }
-            results
-        })
+impl KafkaSink {
+    /// Publishes one record and waits for the broker's ack.
+    pub async fn publish(&self, record: &Record) -> Result<(), SinkError> {
+        if !self.up.load(Ordering::Relaxed) {
+            return Err(SinkError::Unavailable);
+        }
+        let deadline = Instant::now() + self.settings.ack_timeout;
+        let delivery = self.enqueue(&self.producer(), record, deadline).await?;
+        let result = await_ack(delivery, deadline).await;
+        if let Err(e) = &result {
+            tracing::warn!(error = %e, failed = 1, of = 1, "Kafka delivery failed");
+        }
+        result
     }
 
-    fn is_ready(&self) -> bool {
+    /// Publishes the records and waits for their acks: one result per record, in order.
+    /// All are enqueued before any ack is awaited, so that they share produce requests.
+    pub async fn publish_all(&self, records: &[Record]) -> Vec<Result<(), SinkError>> {
+        if !self.up.load(Ordering::Relaxed) {
+            return records
+                .iter()
+                .map(|_| Err(SinkError::Unavailable))
+                .collect();
+        }
+        let deadline = Instant::now() + self.settings.ack_timeout;
+        let producer = self.producer();
+        let mut deliveries = Vec::with_capacity(records.len());
+        for r in records {
+            deliveries.push(self.enqueue(&producer, r, deadline).await);
+        }
+        let acks = futures::future::join_all(deliveries.into_iter().map(|d| async move {
+            match d {
+                Ok(delivery) => await_ack(delivery, deadline).await,
+                Err(e) => Err(e),
+            }
+        }));
+        let results = acks.await;
+        if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
+            let failed = results.iter().filter(|r| r.is_err()).count();
+            tracing::warn!(error = %e, failed, of = records.len(), "Kafka delivery failed");
+        }
+        results
+    }
+
+    /// Hands one record to the producer. A full producer queue makes the caller wait for
+    /// it to drain (backpressure) rather than grow memory, until `deadline`.
+    async fn enqueue(
+        &self,
+        producer: &AckProducer,
+        r: &Record,
+        deadline: Instant,
+    ) -> Result<Arc<Delivery>, SinkError> {
+        let delivery = Arc::new(Delivery::default());
+        let mut record = BaseRecord::with_opaque_to(&self.settings.topic, delivery.clone())
+            .key(r.key())
+            .payload(r.payload());
+        loop {
+            match producer.send(record) {
+                Ok(()) => return Ok(delivery),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    if Instant::now() >= deadline {
+                        return Err(SinkError::Timeout);
+                    }
+                    record = back;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                Err((e, _)) => return Err(SinkError::Rejected(e.to_string())),
+            }
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
         self.up.load(Ordering::Relaxed)
     }
 
-    fn queue_depth(&self) -> usize {
+    pub fn queue_depth(&self) -> usize {
         self.producer().in_flight_count().max(0) as usize
     }
 
-    fn flush(&self, timeout: Duration) {
+    pub fn flush(&self, timeout: Duration) {
         if let Err(e) = self.producer().flush(Timeout::After(timeout)) {
             tracing::warn!(error = %e, "producer flush did not finish");
         }
+    }
+}
+
+/// The broker's answer for one enqueued message. librdkafka fails a message itself at
+/// `message.timeout.ms` (the ack timeout); the extra second only guards against a report
+/// that never comes (a producer replaced after a fatal error with messages in it).
+async fn await_ack(delivery: Arc<Delivery>, deadline: Instant) -> Result<(), SinkError> {
+    match tokio::time::timeout_at(deadline + Duration::from_secs(1), delivery.ack()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(SinkError::Rejected(e.to_string())),
+        Err(_) => Err(SinkError::Timeout),
     }
 }

@@ -3,7 +3,7 @@ use crate::config::IngestConfig;
 use crate::last_used::LastUsed;
 use crate::rate_limit::RateLimiter;
 use crate::redis_link::RedisLink;
-use crate::sink::EventSink;
+use crate::sink::KafkaSink;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::ops::Deref;
 use std::sync::atomic::AtomicBool;
@@ -19,7 +19,7 @@ pub struct Shared {
     pub auth: Arc<Auth>,
     pub limiter: Arc<RateLimiter>,
     pub last_used: Arc<LastUsed>,
-    pub sink: Arc<dyn EventSink>,
+    pub sink: Arc<KafkaSink>,
     pub redis: Arc<RedisLink>,
     pub prometheus: PrometheusHandle,
     pub shutting_down: Arc<AtomicBool>,
