@@ -4,7 +4,7 @@
 //!   loadgen rate URL BODY_FILE RATE SECONDS [CONNECTIONS] open loop: RATE requests/s over
 //!                                                         CONNECTIONS (default 64) connections
 //!
-//! Prints one JSON line: requests, ok, errors, requests_per_sec, p50/p90/p99/max in ms
+//! Prints one JSON line: requests, ok, errors, elapsed_s, requests_per_sec, p50/p90/p99/max in ms
 //! (rate mode also: p99_ms_by_second, the p99 of each second's requests).
 //! In open-loop mode a request that is late because its connection was still busy is
 //! timed from when it was due, so a stalled server shows up in the percentiles in full
@@ -156,9 +156,10 @@ async fn main() {
         String::new()
     };
     println!(
-        "{{\"mode\":\"{mode}\",\"requests\":{},\"ok\":{ok},\"errors\":{},\"requests_per_sec\":{:.0},\"p50_ms\":{:.3},\"p90_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3}{timer}}}",
+        "{{\"mode\":\"{mode}\",\"requests\":{},\"ok\":{ok},\"errors\":{},\"elapsed_s\":{:.3},\"requests_per_sec\":{:.0},\"p50_ms\":{:.3},\"p90_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3}{timer}}}",
         results.len(),
         results.len() - ok,
+        elapsed,
         results.len() as f64 / elapsed,
         pct(&lat, 0.5),
         pct(&lat, 0.9),
