@@ -74,6 +74,28 @@ pub struct EventFields<'a> {
 }
 
 impl<'a> EventFields<'a> {
+    /// The JSON names of the known fields.
+    pub const NAMES: [&'static str; 18] = [
+        "api_key",
+        "site_id",
+        "type",
+        "pathname",
+        "hostname",
+        "querystring",
+        "page_title",
+        "referrer",
+        "user_id",
+        "user_agent",
+        "ip_address",
+        "language",
+        "screenWidth",
+        "screenHeight",
+        "event_name",
+        "properties",
+        "event_id",
+        "timestamp",
+    ];
+
     /// The slot of a known field by its JSON name; `None` for unknown names.
     fn slot(&mut self, name: &str) -> Option<&mut Option<Field<'a>>> {
         Some(match name {
@@ -190,6 +212,31 @@ fn read_object<'de, T: ObjectFields<'de>, A: MapAccess<'de>>(mut map: A) -> Resu
     Ok(fields)
 }
 
+/// The `visit_*` methods of every JSON scalar (and `null`), each answering `$value`: for
+/// visitors that only care whether a value is an object or an array.
+macro_rules! scalars_answer {
+    ($value:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+}
+
 /// A value that must be an object of `T`'s fields; anything else is read and dropped.
 enum ObjectOr<T> {
     Object(T),
@@ -210,24 +257,7 @@ impl<'de, T: ObjectFields<'de>> Deserialize<'de> for ObjectOr<T> {
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
                 drain_seq(seq).map(|()| ObjectOr::Other)
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(ObjectOr::Other)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(ObjectOr::Other)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(ObjectOr::Other)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(ObjectOr::Other)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(ObjectOr::Other)
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(ObjectOr::Other)
-            }
+            scalars_answer!(ObjectOr::Other);
         }
         d.deserialize_any(V(std::marker::PhantomData))
     }
@@ -254,24 +284,7 @@ impl<'de> Deserialize<'de> for Events<'de> {
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
                 drain_map(map).map(|()| Events::NotAList)
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Events::NotAList)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(Events::NotAList)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(Events::NotAList)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Events::NotAList)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(Events::NotAList)
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(Events::NotAList)
-            }
+            scalars_answer!(Events::NotAList);
         }
         d.deserialize_any(V)
     }
@@ -361,24 +374,7 @@ impl<'de> Deserialize<'de> for Skip {
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("any JSON value")
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
-                Ok(Skip)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
-                Ok(Skip)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
-                Ok(Skip)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
-                Ok(Skip)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
-                Ok(Skip)
-            }
-            fn visit_unit<E>(self) -> Result<Skip, E> {
-                Ok(Skip)
-            }
+            scalars_answer!(Skip);
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Skip, A::Error> {
                 drain_seq(seq).map(|()| Skip)
             }
@@ -442,6 +438,15 @@ mod tests {
     }
 
     #[test]
+    fn every_known_name_has_a_slot() {
+        let mut f = EventFields::default();
+        for name in EventFields::NAMES {
+            assert!(f.slot(name).is_some(), "{name}");
+        }
+        assert!(f.slot("screenwidth").is_none());
+    }
+
+    #[test]
     fn the_last_of_a_repeated_field_wins_and_escaped_keys_match() {
         let f = event(r#"{"site_id":1,"site_id":"2","p\u0061thname":"/x"}"#);
         assert_eq!(f.site_id, Some(Field::Str("2".into())));
@@ -502,28 +507,12 @@ mod tests {
         use super::*;
         use proptest::prelude::*;
 
-        const NAMES: &[&str] = &[
-            "api_key",
-            "site_id",
-            "type",
-            "pathname",
-            "hostname",
-            "querystring",
-            "page_title",
-            "referrer",
-            "user_id",
-            "user_agent",
-            "ip_address",
-            "language",
-            "screenWidth",
-            "screenHeight",
-            "event_name",
-            "properties",
-            "event_id",
-            "timestamp",
-            "other",
-            "",
-        ];
+        /// The known names, and two unknown ones.
+        fn names() -> Vec<&'static str> {
+            let mut names = EventFields::NAMES.to_vec();
+            names.extend(["other", ""]);
+            names
+        }
 
         fn json_value() -> impl Strategy<Value = Value> {
             let leaf = prop_oneof![
@@ -539,7 +528,7 @@ mod tests {
             leaf.prop_recursive(4, 64, 6, |inner| {
                 prop_oneof![
                     prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                    prop::collection::vec((prop::sample::select(NAMES), inner), 0..6).prop_map(
+                    prop::collection::vec((prop::sample::select(names()), inner), 0..6).prop_map(
                         |kv| Value::Object(
                             kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
                         )
@@ -597,16 +586,16 @@ mod tests {
             // Any object, with repeated and nested names: each known field is what a full
             // parse of the same text holds under its name (the last one given).
             #[test]
-            fn reads_each_field_as_a_full_parse(entries in prop::collection::vec((prop::sample::select(NAMES), json_value()), 0..12)) {
+            fn reads_each_field_as_a_full_parse(entries in prop::collection::vec((prop::sample::select(names()), json_value()), 0..12)) {
                 let text = format!("{{{}}}", entries.iter()
                     .map(|(k, v)| format!("{}:{}", json!(k), v))
                     .collect::<Vec<_>>().join(","));
                 let full: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap();
                 let mut fields = parse_event(text.as_bytes()).unwrap();
-                for name in NAMES {
+                for name in names() {
                     let read = fields.slot(name).map(|slot| slot.take());
                     if let Some(read) = read {
-                        prop_assert_eq!(read, full.get(*name).map(field_of), "{}", name);
+                        prop_assert_eq!(read, full.get(name).map(field_of), "{}", name);
                     }
                 }
             }

@@ -384,25 +384,7 @@ mod tests {
             })
         }
 
-        const FIELDS: &[&str] = &[
-            "site_id",
-            "type",
-            "pathname",
-            "hostname",
-            "page_title",
-            "referrer",
-            "user_id",
-            "user_agent",
-            "ip_address",
-            "querystring",
-            "language",
-            "screenWidth",
-            "screenHeight",
-            "event_name",
-            "properties",
-            "event_id",
-            "timestamp",
-        ];
+        const FIELDS: [&str; 18] = crate::event_body::EventFields::NAMES;
 
         proptest! {
             // Any object: validation never panics, and an accepted event respects every limit.
