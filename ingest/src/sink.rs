@@ -198,11 +198,15 @@ impl KafkaSink {
         }
         let acks = futures::future::join_all(deliveries.into_iter().map(|d| async move {
             match d {
-                Ok(delivery) => await_ack(delivery, deadline).await,
+                Ok(delivery) => ack_result(delivery.ack().await),
                 Err(e) => Err(e),
             }
         }));
-        let results = acks.await;
+        // One timer for the whole batch, not one per event (see `ACK_GRACE`).
+        let results = match tokio::time::timeout_at(deadline + ACK_GRACE, acks).await {
+            Ok(results) => results,
+            Err(_) => records.iter().map(|_| Err(SinkError::Timeout)).collect(),
+        };
         if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
             let failed = results.iter().filter(|r| r.is_err()).count();
             tracing::warn!(error = %e, failed, of = records.len(), "Kafka delivery failed");
@@ -252,13 +256,19 @@ impl KafkaSink {
     }
 }
 
-/// The broker's answer for one enqueued message. librdkafka fails a message itself at
-/// `message.timeout.ms` (the ack timeout); the extra second only guards against a report
-/// that never comes (a producer replaced after a fatal error with messages in it).
+/// librdkafka fails a message itself at `message.timeout.ms` (the ack timeout); waiting
+/// this much longer only guards against a report that never comes (a producer replaced
+/// after a fatal error with messages in it).
+const ACK_GRACE: Duration = Duration::from_secs(1);
+
+/// The broker's answer for one enqueued message.
 async fn await_ack(delivery: Arc<Delivery>, deadline: Instant) -> Result<(), SinkError> {
-    match tokio::time::timeout_at(deadline + Duration::from_secs(1), delivery.ack()).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(SinkError::Rejected(e.to_string())),
+    match tokio::time::timeout_at(deadline + ACK_GRACE, delivery.ack()).await {
+        Ok(ack) => ack_result(ack),
         Err(_) => Err(SinkError::Timeout),
     }
+}
+
+fn ack_result(ack: crate::producer::Ack) -> Result<(), SinkError> {
+    ack.map_err(|e| SinkError::Rejected(e.to_string()))
 }
