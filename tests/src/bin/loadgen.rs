@@ -35,11 +35,7 @@ async fn main() {
         url.starts_with("http://127.") || url.starts_with("http://localhost"),
         "loopback targets only"
     );
-    let body = bytes::Bytes::from(std::fs::read(body_file).expect("body file"));
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(1024)
-        .build()
-        .unwrap();
+    let target = Target::new(&url, &std::fs::read(body_file).expect("body file"));
     let deadline = Instant::now() + Duration::from_secs(secs);
     let started = Instant::now();
     // Open loop: request i is due at begin + i/RATE; recording starts after the warm-up.
@@ -51,12 +47,13 @@ async fn main() {
         "max" => {
             let tasks: Vec<_> = (0..n)
                 .map(|_| {
-                    let (client, url, body) = (client.clone(), url.clone(), body.clone());
+                    let target = target.clone();
                     tokio::spawn(async move {
+                        let mut conn = None;
                         let mut out = Vec::new();
                         while Instant::now() < deadline {
                             let t = Instant::now();
-                            let ok = send(&client, &url, body.clone()).await;
+                            let ok = target.send(&mut conn).await;
                             let at = t.duration_since(started).as_secs_f64();
                             out.push((ok, t.elapsed().as_secs_f64() * 1000.0, at));
                         }
@@ -82,8 +79,9 @@ async fn main() {
             let total = (n as f64 * (warmup_secs + secs) as f64) as u64;
             let tasks: Vec<_> = (0..conns)
                 .map(|c| {
-                    let (client, url, body) = (client.clone(), url.clone(), body.clone());
+                    let target = target.clone();
                     tokio::spawn(async move {
+                        let mut conn = None;
                         let (mut out, mut timer_lag) = (Vec::new(), Vec::new());
                         let mut i = c;
                         while i < total {
@@ -95,7 +93,7 @@ async fn main() {
                             let late = Instant::now() >= due;
                             tokio::time::sleep_until(due.into()).await;
                             let sent = Instant::now();
-                            let ok = send(&client, &url, body.clone()).await;
+                            let ok = target.send(&mut conn).await;
                             let since = due.duration_since(begin);
                             if since >= warm {
                                 let at = (since - warm).as_secs_f64();
@@ -197,19 +195,127 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
         .unwrap_or(0.0)
 }
 
-async fn send(client: &reqwest::Client, url: &str, body: bytes::Bytes) -> bool {
-    match client
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-    {
-        Ok(r) => {
-            let ok = r.status().is_success();
-            let _ = r.bytes().await;
-            ok
+/// One server and the request sent to it, written out once: the generator's own cost per
+/// request should be far below the server's, or it measures itself (with reqwest it used
+/// about as much CPU per request as ingest, on the same two cores; BENCHMARKS.md, session 10).
+#[derive(Clone)]
+struct Target {
+    addr: String,
+    request: std::sync::Arc<[u8]>,
+}
+
+/// A keep-alive connection and its read buffer.
+struct Conn {
+    stream: tokio::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Target {
+    fn new(url: &str, body: &[u8]) -> Target {
+        let rest = url.strip_prefix("http://").expect("an http:// URL");
+        let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let path = if path.is_empty() { "/" } else { path };
+        let mut request = format!(
+            "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        request.extend_from_slice(body);
+        Target {
+            addr: addr.to_string(),
+            request: request.into(),
         }
-        Err(_) => false,
     }
+
+    /// Sends the request on `conn` (connecting first if there is none) and reads the whole
+    /// response: whether it was a 2xx. On any error the connection is dropped, and the
+    /// next request opens a new one, as a pooled client would.
+    async fn send(&self, conn: &mut Option<Conn>) -> bool {
+        if conn.is_none() {
+            match tokio::net::TcpStream::connect(&self.addr).await {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    *conn = Some(Conn {
+                        stream,
+                        buf: Vec::with_capacity(4096),
+                    });
+                }
+                Err(_) => return false,
+            }
+        }
+        let c = conn.as_mut().unwrap();
+        match exchange(c, &self.request).await {
+            Ok(Response { ok, keep_alive }) => {
+                if !keep_alive {
+                    *conn = None;
+                }
+                ok
+            }
+            Err(_) => {
+                *conn = None;
+                false
+            }
+        }
+    }
+}
+
+struct Response {
+    ok: bool,
+    keep_alive: bool,
+}
+
+/// Writes one request and reads its response: the head, then `content-length` bytes of
+/// body. The servers measured here answer with a length; a chunked answer is an error.
+async fn exchange(c: &mut Conn, request: &[u8]) -> std::io::Result<Response> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+    c.stream.write_all(request).await?;
+    c.buf.clear();
+    let head_end = loop {
+        if let Some(i) = c.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        if c.buf.len() > 64 * 1024 {
+            return Err(bad("response head over 64 KiB"));
+        }
+        if c.stream.read_buf(&mut c.buf).await? == 0 {
+            return Err(bad("connection closed before a response"));
+        }
+    };
+    let head = std::str::from_utf8(&c.buf[..head_end]).map_err(|_| bad("head not UTF-8"))?;
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .and_then(|l| l.strip_prefix("HTTP/1.1 "))
+        .and_then(|l| l.get(..3))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad("no HTTP/1.1 status line"))?;
+    let (mut length, mut keep_alive) = (None, true);
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("content-length") {
+            length = Some(
+                value
+                    .parse::<usize>()
+                    .map_err(|_| bad("bad content-length"))?,
+            );
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(bad("chunked responses are not read"));
+        } else if name.eq_ignore_ascii_case("connection") && value.eq_ignore_ascii_case("close") {
+            keep_alive = false;
+        }
+    }
+    let total = head_end + length.ok_or_else(|| bad("no content-length"))?;
+    while c.buf.len() < total {
+        if c.stream.read_buf(&mut c.buf).await? == 0 {
+            return Err(bad("connection closed inside a body"));
+        }
+    }
+    Ok(Response {
+        ok: (200..300).contains(&status),
+        keep_alive,
+    })
 }
