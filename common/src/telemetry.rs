@@ -1,4 +1,5 @@
-//! JSON logs on stdout for every service. `RUST_LOG` filters (default `info`);
+//! JSON logs on stdout for every service. `RUST_LOG` filters (default
+//! `info,rdkafka=warn,hyper=warn`);
 //! `LOG_FORMAT=text` gives human-readable lines for local work. And the Prometheus
 //! recorder behind every service's `/metrics`.
 

@@ -266,7 +266,8 @@ pub async fn track_batch(
     let rejected = results.len() - accepted - failed;
     EVENTS_ACCEPTED.increment(accepted as u64);
     let body = BatchResponse {
-        success: failed == 0,
+        // Every event is in Kafka; a caller that checks only this learns of rejections too.
+        success: failed == 0 && rejected == 0,
         accepted,
         rejected,
         failed,
@@ -318,7 +319,7 @@ pub fn liveness() -> Response {
 pub fn readiness(st: &AppState) -> Response {
     let shutting_down = st.shutting_down.load(Ordering::Relaxed);
     let kafka = st.sink.is_ready();
-    let redis = st.redis.is_up();
+    let redis = st.redis.is_ready();
     let ready = kafka && redis && !shutting_down;
     let status = if ready {
         StatusCode::OK

@@ -14,6 +14,8 @@ pub struct RedisLink {
     /// Milliseconds since `started` until which Redis is not tried.
     broken_until_ms: AtomicU64,
     up: AtomicBool,
+    /// Redis has answered or failed at least once: until then `up` is only a guess.
+    checked: AtomicBool,
 }
 
 impl RedisLink {
@@ -29,6 +31,7 @@ impl RedisLink {
             started: Instant::now(),
             broken_until_ms: AtomicU64::new(0),
             up: AtomicBool::new(true),
+            checked: AtomicBool::new(false),
         })
     }
 
@@ -45,7 +48,13 @@ impl RedisLink {
         self.up.load(Ordering::Relaxed)
     }
 
+    /// Redis answered its last call (and there has been one): for readiness.
+    pub fn is_ready(&self) -> bool {
+        self.checked.load(Ordering::Relaxed) && self.is_up()
+    }
+
     pub fn record<T>(&self, result: &Result<T, redis::RedisError>) {
+        self.checked.store(true, Ordering::Relaxed);
         match result {
             Ok(_) => {
                 if !self.up.swap(true, Ordering::Relaxed) {

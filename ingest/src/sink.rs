@@ -9,14 +9,19 @@
 //! (`serve_reports`, see `producer`).
 
 use crate::producer::{AckProducer, Delivery};
+use metrics::Counter;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::util::Timeout;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+/// Waits of 2 ms for room in a full producer queue (backpressure).
+static QUEUE_FULL_WAITS: LazyLock<Counter> =
+    LazyLock::new(|| metrics::counter!("ingest_kafka_queue_full_waits_total"));
 
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
@@ -70,6 +75,8 @@ pub struct KafkaSink {
     producer: RwLock<Arc<AckProducer>>,
     settings: KafkaSettings,
     up: AtomicBool,
+    /// The first probe has answered: until then `up` is only a guess.
+    probed: AtomicBool,
     /// Signalled by librdkafka when delivery reports are waiting (see `producer`).
     reports: Arc<Notify>,
 }
@@ -83,6 +90,7 @@ impl KafkaSink {
             settings,
             // Optimistic until the first probe: the producer itself times out if not.
             up: AtomicBool::new(true),
+            probed: AtomicBool::new(false),
             reports,
         }))
     }
@@ -130,7 +138,9 @@ impl KafkaSink {
             })
             .await
             .unwrap_or(false);
-            if self.up.swap(ok, Ordering::Relaxed) != ok {
+            let was_up = self.up.swap(ok, Ordering::Relaxed);
+            self.probed.store(true, Ordering::Relaxed);
+            if was_up != ok {
                 if ok {
                     tracing::info!("Kafka is reachable again");
                 } else {
@@ -202,8 +212,8 @@ impl KafkaSink {
                 Err(e) => Err(e),
             }
         }));
-        // One timer for the whole batch, not one per event (see `ACK_GRACE`).
-        let results = match tokio::time::timeout_at(deadline + ACK_GRACE, acks).await {
+        // One timer for the whole batch, not one per event.
+        let results = match tokio::time::timeout_at(deadline, acks).await {
             Ok(results) => results,
             Err(_) => records.iter().map(|_| Err(SinkError::Timeout)).collect(),
         };
@@ -230,6 +240,7 @@ impl KafkaSink {
             match producer.send(record) {
                 Ok(()) => return Ok(delivery),
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    QUEUE_FULL_WAITS.increment(1);
                     if Instant::now() >= deadline {
                         return Err(SinkError::Timeout);
                     }
@@ -241,8 +252,9 @@ impl KafkaSink {
         }
     }
 
+    /// The broker answered the last probe (and there has been one).
     pub fn is_ready(&self) -> bool {
-        self.up.load(Ordering::Relaxed)
+        self.probed.load(Ordering::Relaxed) && self.up.load(Ordering::Relaxed)
     }
 
     pub fn queue_depth(&self) -> usize {
@@ -256,14 +268,13 @@ impl KafkaSink {
     }
 }
 
-/// librdkafka fails a message itself at `message.timeout.ms` (the ack timeout); waiting
-/// this much longer only guards against a report that never comes (a producer replaced
-/// after a fatal error with messages in it).
-const ACK_GRACE: Duration = Duration::from_secs(1);
-
-/// The broker's answer for one enqueued message.
+/// The broker's answer for one enqueued message, or a timeout at `deadline`: the ack
+/// timeout bounds the answer, not only librdkafka's `message.timeout.ms`, which it checks
+/// about once a second (so its own failure can come up to a second late), and which never
+/// fires for a producer replaced after a fatal error. A message still queued may yet be
+/// delivered after its 503: the client's retry with the same event_id collapses on it.
 async fn await_ack(delivery: Arc<Delivery>, deadline: Instant) -> Result<(), SinkError> {
-    match tokio::time::timeout_at(deadline + ACK_GRACE, delivery.ack()).await {
+    match tokio::time::timeout_at(deadline, delivery.ack()).await {
         Ok(ack) => ack_result(ack),
         Err(_) => Err(SinkError::Timeout),
     }

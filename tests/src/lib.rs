@@ -4,6 +4,7 @@
 //!
 //! Nothing here skips a test when a service is missing: it fails, saying what to start.
 
+pub mod openapi;
 pub mod raw;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -106,7 +107,7 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -132,21 +133,26 @@ impl Service {
     /// The value of one series in the service's `/metrics`: a metric's name, with its
     /// labels as the exporter writes them if it has any (`name{label="value"}`).
     pub async fn metric(&self, name: &str) -> f64 {
-        let text = http()
-            .get(format!("{}/metrics", self.url))
-            .send()
+        self.metrics_text()
             .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        text.lines()
+            .lines()
             .find_map(|l| {
                 l.strip_prefix(name)
                     .filter(|v| v.starts_with(' '))
                     .and_then(|v| v.trim().parse().ok())
             })
             .unwrap_or_else(|| panic!("{name} not in {}/metrics", self.url))
+    }
+    /// The service's `/metrics`, as text.
+    pub async fn metrics_text(&self) -> String {
+        http()
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
     }
     /// Sends SIGTERM and returns at once.
     pub fn sigterm(&self) {
@@ -202,26 +208,45 @@ fn log_file(name: &str) -> PathBuf {
 /// Starts `rivulet-ingest` on a free port with the stack's environment plus `extra`,
 /// and waits until it answers /_readiness.
 pub async fn start_ingest(extra: &[(&str, &str)]) -> Service {
+    let svc = spawn_ingest(extra);
+    wait_ready(&svc.url, Duration::from_secs(30)).await;
+    svc
+}
+
+/// Starts `rivulet-ingest` as `start_ingest` does, but waits only until it answers
+/// /_liveness: for tests of what it does before it is ready.
+pub async fn start_ingest_live(extra: &[(&str, &str)]) -> Service {
+    let svc = spawn_ingest(extra);
+    let end = Instant::now() + Duration::from_secs(30);
+    while http()
+        .get(format!("{}/_liveness", svc.url))
+        .send()
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < end,
+            "{} did not answer /_liveness",
+            svc.url
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    svc
+}
+
+fn spawn_ingest(extra: &[(&str, &str)]) -> Service {
     let defaults = [("RATE_LIMIT_PER_SECOND", "0")];
-    spawn_service(
-        "rivulet-ingest",
-        "INGEST_ADDR",
-        &defaults,
-        extra,
-        Duration::from_secs(30),
-    )
-    .await
+    spawn_service("rivulet-ingest", "INGEST_ADDR", &defaults, extra)
 }
 
 /// Starts a service binary on a free port (given in `addr_var`) with the stack's
 /// environment, `defaults`, then `extra`; output goes to a log file under
-/// `.stack/logs/tests/`; stdin is its lifeline. Waits until /_readiness answers 200.
-async fn spawn_service(
+/// `.stack/logs/tests/`; stdin is its lifeline.
+fn spawn_service(
     name: &str,
     addr_var: &str,
     defaults: &[(&str, &str)],
     extra: &[(&str, &str)],
-    ready_within: Duration,
 ) -> Service {
     load_stack_env();
     let port = free_port();
@@ -237,13 +262,11 @@ async fn spawn_service(
     for (k, v) in defaults.iter().chain(extra) {
         cmd.env(k, v);
     }
-    let svc = Service {
+    Service {
         child: cmd.spawn().unwrap_or_else(|e| panic!("spawn {name}: {e}")),
         url: format!("http://127.0.0.1:{port}"),
         log,
-    };
-    wait_ready(&svc.url, ready_within).await;
-    svc
+    }
 }
 
 pub async fn wait_ready(url: &str, within: Duration) {
@@ -369,14 +392,9 @@ pub async fn start_enricher(extra: &[(&str, &str)]) -> Service {
         ("GEOIP_DB", geo.to_str().unwrap()),
         ("BATCH_MAX_AGE_MS", "200"),
     ];
-    spawn_service(
-        "rivulet-enricher",
-        "ENRICHER_ADDR",
-        &defaults,
-        extra,
-        Duration::from_secs(60),
-    )
-    .await
+    let svc = spawn_service("rivulet-enricher", "ENRICHER_ADDR", &defaults, extra);
+    wait_ready(&svc.url, Duration::from_secs(60)).await;
+    svc
 }
 
 /// Waits until the enricher holds partitions and the group has been stable for a second.

@@ -300,6 +300,7 @@ async fn rate_limit_is_429_with_retry_after_and_the_configured_number() {
             .send()
     });
     let resps = futures::future::join_all(reqs).await;
+    let doc = openapi::document(&limited.url).await;
     let mut ok = 0;
     let mut limited_count = 0;
     for r in resps {
@@ -310,6 +311,7 @@ async fn rate_limit_is_429_with_retry_after_and_the_configured_number() {
                 limited_count += 1;
                 assert_eq!(r.headers()["retry-after"], "1");
                 let b: Value = r.json().await.unwrap();
+                openapi::assert_documented(&doc, "/api/track", 429, &b);
                 assert_eq!(
                     b,
                     json!({"success": false, "error": "Rate limit exceeded. Maximum 5 requests per second per API key."})
@@ -337,6 +339,7 @@ async fn batch_reports_each_event() {
     let (status, _, b) =
         post_raw("/api/track/batch", serde_json::to_vec(&body).unwrap(), &[]).await;
     assert_eq!(status, 200, "{b}");
+    assert_eq!(b["success"], false, "some events were rejected: {b}");
     assert_eq!(
         (
             b["accepted"].as_u64(),
@@ -377,107 +380,71 @@ async fn batch_reports_each_event() {
 #[tokio::test]
 async fn responses_match_the_openapi_document() {
     let f = fx().await;
-    let doc: Value = http()
-        .get(format!("{}/api/openapi.json", f.ingest.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = openapi::document(&f.ingest.url).await;
     assert_eq!(
         doc["openapi"].as_str().map(|v| v.starts_with("3.")),
         Some(true)
     );
-    let cases: Vec<(&str, Vec<u8>)> = vec![
+    let batch = |events: Value| {
+        serde_json::to_vec(&json!({"api_key": f.key, "site_id": f.site_id, "events": events}))
+            .unwrap()
+    };
+    // (path, body, extra headers)
+    type Case<'a> = (&'a str, Vec<u8>, &'a [(&'a str, &'a str)]);
+    let cases: Vec<Case> = vec![
         (
             "/api/track",
             serde_json::to_vec(&event(json!({})).await).unwrap(),
+            &[],
         ),
-        ("/api/track", b"nope".to_vec()),
+        ("/api/track", b"nope".to_vec(), &[]),
         (
             "/api/track",
             serde_json::to_vec(&event(json!({"type": "custom_event"})).await).unwrap(),
+            &[],
         ),
         (
             "/api/track",
             serde_json::to_vec(&json!({"api_key": "rb_x", "site_id": 1})).unwrap(),
+            &[],
         ),
         (
             "/api/track",
             serde_json::to_vec(&json!({"api_key": f.key, "site_id": 4_000_000_000u32})).unwrap(),
+            &[],
         ),
-        ("/api/track", vec![b' '; 70_000]),
+        ("/api/track", vec![b' '; 70_000], &[]),
+        ("/api/track", b"{}".to_vec(), &[("content-encoding", "br")]),
+        ("/api/track/batch", batch(json!([{}, {"type": 1}])), &[]),
+        ("/api/track/batch", batch(json!([{}])), &[]),
+        ("/api/track/batch", batch(json!({})), &[]),
         (
             "/api/track/batch",
-            serde_json::to_vec(
-                &json!({"api_key": f.key, "site_id": f.site_id, "events": [{}, {"type": 1}]}),
-            )
-            .unwrap(),
+            b"{}".to_vec(),
+            &[("content-encoding", "br")],
         ),
     ];
     let mut statuses = Vec::new();
-    for (path, body) in cases {
-        let (status, _, b) = post_raw(path, body, &[]).await;
-        let op = &doc["paths"][path]["post"]["responses"][status.to_string()];
-        assert!(op.is_object(), "{path} {status} is not documented");
-        let schema = &op["content"]["application/json"]["schema"];
-        if let Err(e) = check_schema(&doc, schema, &b) {
-            panic!("{path} {status}: body {b} does not match the OpenAPI schema: {e}");
-        }
+    for (path, body, headers) in cases {
+        let (status, _, b) = post_raw(path, body, headers).await;
+        openapi::assert_documented(&doc, path, status, &b);
         statuses.push(status);
     }
-    assert_eq!(statuses, vec![200, 400, 400, 401, 404, 413, 200]);
-}
-
-/// A small validator for the subset of JSON Schema the document uses.
-fn check_schema(doc: &Value, schema: &Value, v: &Value) -> Result<(), String> {
-    if let Some(r) = schema["$ref"].as_str() {
-        let name = r.rsplit('/').next().unwrap();
-        return check_schema(doc, &doc["components"]["schemas"][name], v);
+    assert_eq!(
+        statuses,
+        vec![200, 400, 400, 401, 404, 413, 415, 200, 200, 400, 415]
+    );
+    // A wrong method has no operation of its own: its answer is the one documented for POST.
+    for path in ["/api/track", "/api/track/batch"] {
+        let resp = http()
+            .get(format!("{}{path}", f.ingest.url))
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        assert_eq!(status, 405);
+        openapi::assert_documented(&doc, path, status, &resp.json().await.unwrap());
     }
-    if let Some(alts) = schema["oneOf"].as_array() {
-        return alts
-            .iter()
-            .any(|s| check_schema(doc, s, v).is_ok())
-            .then_some(())
-            .ok_or("no oneOf matched".into());
-    }
-    let ok = match schema["type"].as_str() {
-        Some("object") => v.is_object(),
-        Some("array") => v.is_array(),
-        Some("string") => v.is_string(),
-        Some("boolean") => v.is_boolean(),
-        Some("integer") => v.is_i64() || v.is_u64(),
-        Some("number") => v.is_number(),
-        _ => true,
-    };
-    if !ok {
-        return Err(format!("{v} is not of type {}", schema["type"]));
-    }
-    if let Some(e) = schema["enum"].as_array() {
-        if !e.contains(v) {
-            return Err(format!("{v} not in {e:?}"));
-        }
-    }
-    for req in schema["required"].as_array().into_iter().flatten() {
-        if v.get(req.as_str().unwrap()).is_none() {
-            return Err(format!("missing required {req}"));
-        }
-    }
-    if let (Some(props), Some(obj)) = (schema["properties"].as_object(), v.as_object()) {
-        for (k, s) in props {
-            if let Some(val) = obj.get(k) {
-                check_schema(doc, s, val).map_err(|e| format!("{k}: {e}"))?;
-            }
-        }
-    }
-    if let (Some(items), Some(arr)) = (schema.get("items"), v.as_array()) {
-        for item in arr {
-            check_schema(doc, items, item)?;
-        }
-    }
-    Ok(())
 }
 
 #[tokio::test]
@@ -504,6 +471,16 @@ async fn api_keys_never_appear_in_the_logs() {
         .send()
         .await
         .unwrap();
+    let request_id = format!("log-check-{}", uuid::Uuid::new_v4().simple());
+    let r = client
+        .post(&url)
+        .header("x-request-id", &request_id)
+        .json(&json!({"api_key": key, "site_id": site, "pathname": "/logged"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["x-request-id"], request_id.as_str());
+    let status = r.status().as_u16();
     assert!(ingest.terminate(Duration::from_secs(15)));
     let logs = ingest.logs();
     assert!(
@@ -514,6 +491,73 @@ async fn api_keys_never_appear_in_the_logs() {
         !logs.to_lowercase().contains(&key[3..]),
         "an API key appeared in the logs"
     );
+    // JSON lines (the default format), each request's under its request id.
+    let lines: Vec<Value> = logs
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect();
+    let line = lines
+        .iter()
+        .find(|l| l["span"]["request_id"] == request_id.as_str())
+        .unwrap_or_else(|| panic!("no log line carries request_id {request_id}"));
+    assert_eq!(line["status"], status, "{line}");
+    assert_eq!(line["span"]["route"], "/api/track", "{line}");
+}
+
+/// Concurrent first requests for one key make one registry lookup (not a stampede),
+/// and an unknown key's answer is cached too: in-process, and in Redis for the others.
+#[tokio::test]
+async fn a_key_is_looked_up_once_however_many_ask_and_unknown_keys_are_cached() {
+    let (site, key) = site_with_key().await;
+    let unknown = format!("rb_{}", uuid::Uuid::new_v4().simple());
+    let ingest = start_ingest(&[]).await;
+    let url = format!("{}/api/track", ingest.url);
+    let client = http();
+    let burst = |api_key: &str| {
+        let body = json!({"api_key": api_key, "site_id": site});
+        let reqs: Vec<_> = (0..50)
+            .map(|_| client.post(&url).json(&body).send())
+            .collect();
+        async move {
+            futures::future::join_all(reqs)
+                .await
+                .into_iter()
+                .map(|r| r.unwrap().status().as_u16())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(burst(&key).await, vec![200; 50]);
+    let registry =
+        |result: &str| format!(r#"ingest_key_cache_total{{layer="registry",result="{result}"}}"#);
+    assert_eq!(ingest.metric(&registry("hit")).await, 1.0);
+
+    assert_eq!(burst(&unknown).await, vec![401; 50]);
+    assert_eq!(burst(&unknown).await, vec![401; 50]);
+    assert_eq!(
+        ingest.metric(&registry("miss")).await,
+        1.0,
+        "one lookup for 100 requests"
+    );
+
+    // Another ingest finds the negative answer in Redis, not in the registry.
+    let other = start_ingest(&[]).await;
+    let r = client
+        .post(format!("{}/api/track", other.url))
+        .json(&json!({"api_key": unknown, "site_id": site}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(
+        other
+            .metric(r#"ingest_key_cache_total{layer="redis",result="hit"}"#)
+            .await,
+        1.0
+    );
+    for result in ["hit", "miss"] {
+        assert_eq!(other.metric(&registry(result)).await, 0.0);
+    }
 }
 
 /// `/metrics` counts requests by route and status, times them per route, and counts

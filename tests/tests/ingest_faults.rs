@@ -31,6 +31,8 @@ async fn kafka_down_gives_503_never_200_and_recovers_without_restart() {
         200
     );
 
+    let doc = openapi::document(&ingest.url).await;
+
     let restore = Restore("kafka");
     stack(&["stop", "kafka"]);
     let outage = Instant::now();
@@ -44,14 +46,50 @@ async fn kafka_down_gives_503_never_200_and_recovers_without_restart() {
             "an event that cannot reach Kafka must not get 200"
         );
         assert!(r.headers().contains_key("retry-after"));
+        if n == 0 {
+            let b = r.json().await.unwrap();
+            openapi::assert_documented(&doc, "/api/track", 503, &b);
+        }
+        // The ack timeout (5 s) bounds the answer; the margin is for the client's side.
         assert!(
-            t.elapsed() <= Duration::from_millis(6500),
+            t.elapsed() <= Duration::from_millis(5250),
             "503 within the ack timeout, took {:?}",
             t.elapsed()
         );
         n += 1;
     }
     assert!(n >= 2);
+
+    // A batch in the outage: 503, each valid event "failed" with its event_id (to retry
+    // with), an invalid one still "invalid".
+    let ids = [
+        uuid::Uuid::new_v4().to_string(),
+        uuid::Uuid::new_v4().to_string(),
+    ];
+    let batch = json!({"api_key": key, "site_id": site, "events": [
+        {"event_id": ids[0]}, {"type": "custom_event"}, {"event_id": ids[1]}
+    ]});
+    let r = client
+        .post(format!("{}/api/track/batch", ingest.url))
+        .json(&batch)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    let b: serde_json::Value = r.json().await.unwrap();
+    openapi::assert_documented(&doc, "/api/track/batch", 503, &b);
+    assert_eq!(
+        (&b["success"], &b["accepted"], &b["rejected"], &b["failed"]),
+        (&json!(false), &json!(0), &json!(1), &json!(2)),
+        "{b}"
+    );
+    for (i, id) in [(0, &ids[0]), (2, &ids[1])] {
+        assert_eq!(b["results"][i]["status"], "failed", "{b}");
+        assert_eq!(b["results"][i]["event_id"], json!(id), "{b}");
+    }
+    assert_eq!(b["results"][1]["status"], "invalid", "{b}");
+
     let readiness = client
         .get(format!("{}/_readiness", ingest.url))
         .send()
@@ -87,7 +125,7 @@ async fn kafka_down_gives_503_never_200_and_recovers_without_restart() {
 async fn redis_down_keeps_cached_keys_working_and_fails_open() {
     let _serial = SERIAL.lock().await;
     let (site, key) = site_with_key().await;
-    let ingest = start_ingest(&[("RATE_LIMIT_PER_SECOND", "1000")]).await;
+    let ingest = start_ingest(&[("RATE_LIMIT_PER_SECOND", "5")]).await;
     let client = http();
     let body = json!({"api_key": key, "site_id": site});
     let url = format!("{}/api/track", ingest.url);
@@ -99,7 +137,8 @@ async fn redis_down_keeps_cached_keys_working_and_fails_open() {
     let restore = Restore("redis");
     stack(&["stop", "redis"]);
     let start = Instant::now();
-    // Longer than the L1 TTL (5 s): after it, the registry in ClickHouse answers.
+    // Longer than the L1 TTL (5 s): after it, the registry in ClickHouse answers. At most
+    // 4 requests a second, under the limit of 5.
     while start.elapsed() < Duration::from_secs(7) {
         let t = Instant::now();
         let st = client.post(&url).json(&body).send().await.unwrap().status();
@@ -108,9 +147,24 @@ async fn redis_down_keeps_cached_keys_working_and_fails_open() {
             t.elapsed() < Duration::from_secs(2),
             "a down Redis must not stall requests"
         );
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
     assert!(ingest.metric("ingest_rate_limit_fail_open_total").await > 0.0);
+
+    // Failing open is to the same limit, per process: 12 requests in one second, 5 pass.
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_millis();
+    tokio::time::sleep(Duration::from_millis(u64::from(1000 - ms) + 20)).await;
+    let burst = (0..12).map(|_| client.post(&url).json(&body).send());
+    let mut statuses: Vec<u16> = futures::future::join_all(burst)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().status().as_u16())
+        .collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [[200; 5].as_slice(), &[429; 7]].concat());
     assert_eq!(ingest.metric("ingest_redis_up").await, 0.0);
     assert_eq!(
         client
@@ -175,4 +229,57 @@ async fn sigterm_finishes_in_flight_requests_and_exits_cleanly() {
         "ingest did not exit 0 after SIGTERM"
     );
     assert!(ingest.logs().contains("shutdown complete"));
+}
+
+/// Readiness is what a load balancer acts on, so it must not claim more than is known: a
+/// fresh ingest whose broker does not answer is not ready, from its first answer on (the
+/// first probe takes up to 1.5 s to fail).
+#[tokio::test]
+async fn readiness_is_503_until_kafka_has_answered() {
+    let unreachable = format!("127.0.0.1:{}", free_port());
+    let ingest = start_ingest_live(&[("KAFKA_BROKERS", unreachable.as_str())]).await;
+    let client = http();
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let r = client
+            .get(format!("{}/_readiness", ingest.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 503);
+        let b: serde_json::Value = r.json().await.unwrap();
+        assert_eq!((&b["ready"], &b["kafka"]), (&json!(false), &json!(false)));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// With a drain period (`SHUTDOWN_DRAIN_MS`), SIGTERM turns readiness to 503 at once, so
+/// that a load balancer stops sending, while new requests are still served until the
+/// drain ends; then the process exits cleanly.
+#[tokio::test]
+async fn readiness_turns_503_at_sigterm_while_the_drain_still_serves() {
+    let _serial = SERIAL.lock().await;
+    let (site, key) = site_with_key().await;
+    let mut ingest = start_ingest(&[("SHUTDOWN_DRAIN_MS", "3000")]).await;
+    let ready = format!("{}/_readiness", ingest.url);
+    assert_eq!(http().get(&ready).send().await.unwrap().status(), 200);
+
+    ingest.sigterm();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Fresh clients: new connections, which the listener still accepts while draining.
+    let r = http().get(&ready).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    let b: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(b["shutting_down"], true);
+    let r = http()
+        .post(format!("{}/api/track", ingest.url))
+        .json(&json!({"api_key": key, "site_id": site}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "requests are served during the drain");
+    assert!(
+        ingest.terminate(Duration::from_secs(15)),
+        "ingest did not exit 0 after the drain"
+    );
 }

@@ -162,3 +162,31 @@ async fn acks_are_answered_without_waiting_for_the_fallback_poll() {
         "median {median:.1} ms over 40 sequential requests: {ms:?}"
     );
 }
+
+/// A full producer queue makes requests wait for room (backpressure), not fail or grow
+/// memory: with room for one message, 60 concurrent requests all get their 200, the
+/// waits are counted, and every event is in `events.raw`.
+#[tokio::test]
+async fn a_full_producer_queue_makes_requests_wait_not_fail() {
+    let (site, key) = site_with_key().await;
+    let ingest = start_ingest(&[("KAFKA_QUEUE_MAX_MESSAGES", "1")]).await;
+    let mut reader = RawTopicReader::new();
+    let client = http();
+    let ids: Vec<String> = (0..60).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+    let reqs = ids.iter().map(|id| {
+        client
+            .post(format!("{}/api/track", ingest.url))
+            .json(&json!({"api_key": key, "site_id": site, "event_id": id}))
+            .send()
+    });
+    for r in futures::future::join_all(reqs).await {
+        assert_eq!(r.unwrap().status(), 200);
+    }
+    assert!(ingest.metric("ingest_kafka_queue_full_waits_total").await > 0.0);
+    for id in &ids {
+        assert!(
+            reader.find(id, Duration::from_secs(15)).is_some(),
+            "event {id} acknowledged but not in events.raw"
+        );
+    }
+}

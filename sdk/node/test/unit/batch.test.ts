@@ -164,9 +164,10 @@ describe('batch mode', () => {
       (req, res) => {
         const events = req.json.events as WireEvent[];
         reply(res, 200, {
-          success: true,
+          success: false,
           accepted: 2,
           rejected: 1,
+          failed: 0,
           results: events.map((e, i) =>
             i === 1 ? { status: 'invalid', error: 'Invalid payload', details } : { status: 'accepted', event_id: e.event_id },
           ),
