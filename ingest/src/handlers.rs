@@ -33,17 +33,18 @@ static RATE_LIMITED: LazyLock<Counter> =
 /// the request's headers.
 struct Origin<'a> {
     peer: std::net::IpAddr,
-    forwarded_for: Option<&'a str>,
+    forwarded_for: Option<Cow<'a, str>>,
     user_agent: Option<&'a str>,
 }
 
 impl<'a> Origin<'a> {
     fn new(peer: SocketAddr, headers: &'a HeaderMap) -> Self {
-        let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
         Origin {
             peer: peer.ip(),
-            forwarded_for: text(HeaderName::from_static("x-forwarded-for")),
-            user_agent: text(header::USER_AGENT),
+            forwarded_for: forwarded_for(headers),
+            user_agent: headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok()),
         }
     }
 
@@ -55,6 +56,23 @@ impl<'a> Origin<'a> {
             Some((end, _)) => Cow::Borrowed(&ua[..end]),
         }
     }
+}
+
+/// `X-Forwarded-For` as one list: a header sent on several lines is their values joined
+/// in order (RFC 9110 §5.3), since a proxy may add its hop as a line of its own, and the
+/// rightmost hops are the ones to believe. A line that is not text makes it absent.
+fn forwarded_for(headers: &HeaderMap) -> Option<Cow<'_, str>> {
+    let mut lines = headers
+        .get_all(HeaderName::from_static("x-forwarded-for"))
+        .iter();
+    let first = lines.next()?.to_str().ok()?;
+    let mut joined: Option<String> = None;
+    for line in lines {
+        let all = joined.get_or_insert_with(|| first.to_string());
+        all.push_str(", ");
+        all.push_str(line.to_str().ok()?);
+    }
+    Some(joined.map_or(Cow::Borrowed(first), Cow::Owned))
 }
 
 /// The request body, read within `limit` and decoded (`Content-Encoding`).
@@ -86,7 +104,12 @@ fn raw_event<'a>(
 ) -> RawEvent<Cow<'a, str>> {
     let ip = match ev.ip_address {
         Some(ip) => ip,
-        None => client_ip(origin.peer, origin.forwarded_for, &st.cfg.trusted_proxies).to_string(),
+        None => client_ip(
+            origin.peer,
+            origin.forwarded_for.as_deref(),
+            &st.cfg.trusted_proxies,
+        )
+        .to_string(),
     };
     RawEvent {
         v: RAW_EVENT_VERSION,
@@ -350,4 +373,28 @@ pub fn openapi() -> Response {
         include_str!("../openapi.json"),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::forwarded_for;
+    use axum::http::{HeaderMap, HeaderValue};
+
+    #[test]
+    fn forwarded_for_lines_are_one_list_in_order() {
+        let mut h = HeaderMap::new();
+        assert_eq!(forwarded_for(&h), None);
+        h.append("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
+        assert_eq!(forwarded_for(&h).as_deref(), Some("6.6.6.6"));
+        h.append(
+            "x-forwarded-for",
+            HeaderValue::from_static("203.0.113.7, 10.0.0.2"),
+        );
+        assert_eq!(
+            forwarded_for(&h).as_deref(),
+            Some("6.6.6.6, 203.0.113.7, 10.0.0.2")
+        );
+        h.append("x-forwarded-for", HeaderValue::from_bytes(b"\xff").unwrap());
+        assert_eq!(forwarded_for(&h), None);
+    }
 }

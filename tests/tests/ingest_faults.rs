@@ -185,6 +185,59 @@ async fn redis_down_keeps_cached_keys_working_and_fails_open() {
     );
 }
 
+/// With Redis and the registry (ClickHouse) both down, a key this ingest knows keeps
+/// working from its in-process cache past that entry's TTL; a key it has never seen
+/// cannot be checked, and gets 503 (retry), not 401.
+#[tokio::test]
+async fn known_keys_keep_working_from_the_in_process_cache_when_redis_and_the_registry_are_down() {
+    let _serial = SERIAL.lock().await;
+    let (site, key) = site_with_key().await;
+    let (other_site, other_key) = site_with_key().await;
+    let ingest = start_ingest(&[("KEY_CACHE_TTL_MS", "1000")]).await;
+    let client = http();
+    let url = format!("{}/api/track", ingest.url);
+    let body = json!({"api_key": key, "site_id": site});
+    assert_eq!(
+        client.post(&url).json(&body).send().await.unwrap().status(),
+        200
+    );
+
+    let restore_redis = Restore("redis");
+    let restore_clickhouse = Restore("clickhouse");
+    stack(&["stop", "redis"]);
+    stack(&["stop", "clickhouse"]);
+    let start = Instant::now();
+    // Three times the entry's TTL.
+    while start.elapsed() < Duration::from_secs(3) {
+        let st = client.post(&url).json(&body).send().await.unwrap().status();
+        assert_eq!(st, 200, "a known key must keep working");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let r = client
+        .post(&url)
+        .json(&json!({"api_key": other_key, "site_id": other_site}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        503,
+        "an unchecked key is neither accepted nor called invalid"
+    );
+    assert!(r.headers().contains_key("retry-after"));
+
+    drop(restore_clickhouse);
+    drop(restore_redis);
+    wait_ready(&ingest.url, Duration::from_secs(15)).await;
+    let r = client
+        .post(&url)
+        .json(&json!({"api_key": other_key, "site_id": other_site}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
 /// Deterministic: the request is known to be in flight (its headers parsed, its body
 /// being read, shown by the server's `100 Continue`) when SIGTERM arrives, and its body
 /// is sent only after; it must still get its 200, and new connections are refused.

@@ -117,6 +117,27 @@ async fn untrusted_peer_cannot_spoof_its_ip() {
     assert_eq!(ev.ip, "127.0.0.1");
 }
 
+/// A proxy may add its hop to `X-Forwarded-For` as a line of its own: the lines are one
+/// list, so a client's forged first line does not decide the IP.
+#[tokio::test]
+async fn forwarded_for_on_several_lines_is_one_list() {
+    let (site, key) = site_with_key().await;
+    let ingest = start_ingest(&[("TRUSTED_PROXIES", "127.0.0.1")]).await;
+    let mut reader = RawTopicReader::new();
+    let id = uuid::Uuid::new_v4().to_string();
+    let r = http()
+        .post(format!("{}/api/track", ingest.url))
+        .header("x-forwarded-for", "6.6.6.6")
+        .header("x-forwarded-for", "203.0.113.9")
+        .json(&json!({"api_key": key, "site_id": site, "event_id": id}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let (_, ev) = reader.find(&id, Duration::from_secs(15)).unwrap();
+    assert_eq!(ev.ip, "203.0.113.9");
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
