@@ -234,6 +234,14 @@ pub async fn start_ingest_live(extra: &[(&str, &str)]) -> Service {
     svc
 }
 
+/// Starts `rivulet-ingest` with only the stack's environment and `extra`: its own
+/// defaults, the rate limit of 20 among them (the other helpers turn it off).
+pub async fn start_ingest_with_its_defaults(extra: &[(&str, &str)]) -> Service {
+    let svc = spawn_service("rivulet-ingest", "INGEST_ADDR", &[], extra);
+    wait_ready(&svc.url, Duration::from_secs(30)).await;
+    svc
+}
+
 fn spawn_ingest(extra: &[(&str, &str)]) -> Service {
     let defaults = [("RATE_LIMIT_PER_SECOND", "0")];
     spawn_service("rivulet-ingest", "INGEST_ADDR", &defaults, extra)
@@ -267,6 +275,16 @@ fn spawn_service(
         url: format!("http://127.0.0.1:{port}"),
         log,
     }
+}
+
+/// Sleeps until 20 ms into the next second, so that a burst of requests falls in one
+/// rate-limit window.
+pub async fn start_of_next_second() {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_millis();
+    tokio::time::sleep(Duration::from_millis(u64::from(1000 - ms) + 20)).await;
 }
 
 pub async fn wait_ready(url: &str, within: Duration) {

@@ -282,17 +282,44 @@ async fn wrong_method_is_405() {
     }
 }
 
+/// With RATE_LIMIT_PER_SECOND unset, the limit is the documented 20.
+#[tokio::test]
+async fn the_default_rate_limit_is_20_per_second() {
+    let (site, key) = site_with_key().await;
+    let ingest = start_ingest_with_its_defaults(&[]).await;
+    let client = http();
+    start_of_next_second().await;
+    let reqs = (0..25).map(|_| {
+        client
+            .post(format!("{}/api/track", ingest.url))
+            .json(&json!({"api_key": key, "site_id": site}))
+            .send()
+    });
+    let mut statuses = Vec::new();
+    let mut message = None;
+    for r in futures::future::join_all(reqs).await {
+        let r = r.unwrap();
+        statuses.push(r.status().as_u16());
+        if r.status() == 429 {
+            message = r.json::<Value>().await.unwrap()["error"]
+                .as_str()
+                .map(String::from);
+        }
+    }
+    statuses.sort_unstable();
+    assert_eq!(statuses, [[200; 20].as_slice(), &[429; 5]].concat());
+    assert_eq!(
+        message.as_deref(),
+        Some("Rate limit exceeded. Maximum 20 requests per second per API key.")
+    );
+}
+
 #[tokio::test]
 async fn rate_limit_is_429_with_retry_after_and_the_configured_number() {
     let (site, key) = site_with_key().await;
     let limited = start_ingest(&[("RATE_LIMIT_PER_SECOND", "5")]).await;
     let client = http();
-    // Start at the beginning of a second so that all requests fall in one window.
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_millis();
-    tokio::time::sleep(std::time::Duration::from_millis(u64::from(1000 - ms) + 20)).await;
+    start_of_next_second().await;
     let reqs = (0..12).map(|_| {
         client
             .post(format!("{}/api/track", limited.url))

@@ -63,15 +63,6 @@ async fn warm(ingests: &[&Service], body: &serde_json::Value) {
     }
 }
 
-/// Sleeps until 20 ms into the next second, so that a burst falls in one window.
-async fn start_of_next_second() {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_millis();
-    tokio::time::sleep(Duration::from_millis(u64::from(1000 - ms) + 20)).await;
-}
-
 /// At a limit of 300, each replica reserves places ahead (up to 1 % of what is left of
 /// the window): the total accepted still never exceeds the limit, and falls short of it
 /// by at most the 3 places each replica can hold unused.
