@@ -277,6 +277,36 @@ fn spawn_service(
     }
 }
 
+/// POSTs `body` as JSON to `url` `n` times at once; the responses, in order.
+pub async fn post_concurrently(
+    url: &str,
+    body: &serde_json::Value,
+    n: usize,
+) -> Vec<reqwest::Response> {
+    let client = http();
+    let reqs = (0..n).map(|_| client.post(url).json(body).send());
+    futures::future::join_all(reqs)
+        .await
+        .into_iter()
+        .map(|r| r.expect("a response"))
+        .collect()
+}
+
+/// `post_concurrently`, and only the statuses, sorted.
+pub async fn statuses_of_concurrent_posts(
+    url: &str,
+    body: &serde_json::Value,
+    n: usize,
+) -> Vec<u16> {
+    let mut statuses: Vec<u16> = post_concurrently(url, body, n)
+        .await
+        .iter()
+        .map(|r| r.status().as_u16())
+        .collect();
+    statuses.sort_unstable();
+    statuses
+}
+
 /// Sleeps until 20 ms into the next second, so that a burst of requests falls in one
 /// rate-limit window.
 pub async fn start_of_next_second() {
