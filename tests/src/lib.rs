@@ -217,20 +217,7 @@ pub async fn start_ingest(extra: &[(&str, &str)]) -> Service {
 /// /_liveness: for tests of what it does before it is ready.
 pub async fn start_ingest_live(extra: &[(&str, &str)]) -> Service {
     let svc = spawn_ingest(extra);
-    let end = Instant::now() + Duration::from_secs(30);
-    while http()
-        .get(format!("{}/_liveness", svc.url))
-        .send()
-        .await
-        .is_err()
-    {
-        assert!(
-            Instant::now() < end,
-            "{} did not answer /_liveness",
-            svc.url
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for(&svc.url, "/_liveness", Duration::from_secs(30)).await;
     svc
 }
 
@@ -318,17 +305,22 @@ pub async fn start_of_next_second() {
 }
 
 pub async fn wait_ready(url: &str, within: Duration) {
+    wait_for(url, "/_readiness", within).await;
+}
+
+/// Waits until GET `url` + `path` answers 2xx, polling every 100 ms, for at most `within`.
+pub async fn wait_for(url: &str, path: &str, within: Duration) {
     let end = Instant::now() + within;
     let client = http();
     loop {
-        if let Ok(r) = client.get(format!("{url}/_readiness")).send().await {
+        if let Ok(r) = client.get(format!("{url}{path}")).send().await {
             if r.status().is_success() {
                 return;
             }
         }
         assert!(
             Instant::now() < end,
-            "{url} did not become ready within {within:?}"
+            "{url}{path} did not answer 2xx within {within:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
