@@ -1,6 +1,7 @@
 //! Ingest configuration, read once from the environment (see README, "Configuration").
 
 use crate::client_ip::TrustedProxies;
+use crate::decode::Linger;
 use rivulet_common::{config, kafka, CommonError};
 use std::time::Duration;
 
@@ -30,6 +31,10 @@ pub struct IngestConfig {
     /// `MAX_BATCH_BYTES`, default 1048576; `MAX_BATCH_EVENTS`, default 500.
     pub max_batch_bytes: usize,
     pub max_batch_events: usize,
+    /// `OVERSIZE_LINGER_BYTES`, default 268435456 (256 MiB), and `OVERSIZE_LINGER_MS`,
+    /// default 10000: after a 413, how much of the rest of the body is read and discarded
+    /// before the connection closes, so that a client still sending reads the 413.
+    pub oversize_linger: Linger,
     /// `REQUEST_BODY_TIMEOUT_MS`, default 10000: a client that does not finish its body in time gets 408.
     pub body_timeout: Duration,
     /// `HEADER_READ_TIMEOUT_MS`, default 10000: a request head not complete this long after
@@ -69,6 +74,10 @@ impl IngestConfig {
             max_body_bytes: config::parse("MAX_BODY_BYTES", 64 * 1024)?,
             max_batch_bytes: config::parse("MAX_BATCH_BYTES", 1024 * 1024)?,
             max_batch_events: config::parse("MAX_BATCH_EVENTS", 500)?,
+            oversize_linger: Linger {
+                max_bytes: config::parse("OVERSIZE_LINGER_BYTES", 256 << 20)?,
+                max_time: config::millis("OVERSIZE_LINGER_MS", 10_000)?,
+            },
             body_timeout: config::millis("REQUEST_BODY_TIMEOUT_MS", 10_000)?,
             header_read_timeout: config::millis("HEADER_READ_TIMEOUT_MS", 10_000)?,
             keep_alive_timeout: config::millis("KEEP_ALIVE_TIMEOUT_MS", 75_000)?,

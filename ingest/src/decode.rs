@@ -3,31 +3,122 @@
 
 use crate::api::IngestError;
 use crate::router::RequestBody;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
 use rivulet_common::event_body::{self, BatchFields, BodyError, EventFields};
 use std::io::Read;
 use std::time::Duration;
+use tokio::time::{timeout_at, Instant};
+
+/// How much of an oversized body is read and thrown away after its 413 has been sent.
+///
+/// A client that is still sending when the server answers and closes gets a TCP reset,
+/// and many clients (Node's `fetch`, Python's `urllib`) then report EPIPE or ECONNRESET
+/// instead of the 413 that was already on its way. So, as nginx's lingering close does,
+/// the rest of the body is read and discarded, chunk by chunk (memory does not grow
+/// with it), until it ends or one of these bounds is reached; only then is the
+/// connection closed (or kept alive, if the body ended).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Linger {
+    /// `OVERSIZE_LINGER_BYTES`: the most bytes read after the 413.
+    pub max_bytes: u64,
+    /// `OVERSIZE_LINGER_MS`: the longest time spent reading them.
+    pub max_time: Duration,
+}
+
+impl Linger {
+    /// No lingering: for a client that waits for `100 Continue` before it sends its
+    /// body, the 413 comes instead and it never sends one.
+    pub const NONE: Linger = Linger {
+        max_bytes: 0,
+        max_time: Duration::ZERO,
+    };
+
+    /// Reads and discards the rest of `body` in a task of its own, within the bounds.
+    fn discard(self, mut body: impl RequestBody) {
+        if self == Linger::NONE {
+            return;
+        }
+        tokio::spawn(async move {
+            let end = Instant::now() + self.max_time;
+            let mut read = 0u64;
+            while read <= self.max_bytes {
+                match timeout_at(end, body.frame()).await {
+                    Ok(Some(Ok(frame))) => {
+                        read += frame.data_ref().map_or(0, |d| d.len() as u64);
+                    }
+                    _ => break,
+                }
+            }
+            tracing::debug!(bytes = read, "discarded the rest of an oversized body");
+        });
+    }
+}
 
 /// Reads the whole body, failing with 413 past `limit` bytes and 408 past `timeout`.
 /// A `Content-Length` over the limit is refused before a byte of the body is read.
+/// After a 413 the rest of the body is discarded within `linger`'s bounds.
 pub async fn read_body(
-    body: impl RequestBody,
+    mut body: impl RequestBody,
     limit: usize,
     timeout: Duration,
+    linger: Linger,
 ) -> Result<Bytes, IngestError> {
     if hyper::body::Body::size_hint(&body).lower() > limit as u64 {
+        linger.discard(body);
         return Err(IngestError::TooLarge(limit));
     }
-    match tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await {
-        Err(_) => Err(IngestError::BodyTimeout),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            Err(IngestError::TooLarge(limit))
+    let deadline = Instant::now() + timeout;
+    let mut collected = Collected::default();
+    loop {
+        let frame = match timeout_at(deadline, body.frame()).await {
+            Err(_) => return Err(IngestError::BodyTimeout),
+            Ok(None) => return Ok(collected.into_bytes()),
+            Ok(Some(Ok(frame))) => frame,
+            Ok(Some(Err(_))) => {
+                return Err(IngestError::InvalidJson(
+                    "the request body could not be read".into(),
+                ))
+            }
+        };
+        if let Ok(data) = frame.into_data() {
+            if collected.len() + data.len() > limit {
+                linger.discard(body);
+                return Err(IngestError::TooLarge(limit));
+            }
+            collected.push(data);
         }
-        Ok(Err(_)) => Err(IngestError::InvalidJson(
-            "the request body could not be read".into(),
-        )),
+    }
+}
+
+/// A body's chunks: the first kept as it came (most bodies are one chunk, so no copy),
+/// later ones appended to a copy.
+#[derive(Default)]
+struct Collected {
+    first: Bytes,
+    more: Option<BytesMut>,
+}
+
+impl Collected {
+    fn len(&self) -> usize {
+        self.more.as_ref().map_or(self.first.len(), BytesMut::len)
+    }
+
+    fn push(&mut self, data: Bytes) {
+        match &mut self.more {
+            Some(more) => more.extend_from_slice(&data),
+            None if self.first.is_empty() => self.first = data,
+            None => {
+                let mut more = BytesMut::with_capacity(self.first.len() + data.len());
+                more.extend_from_slice(&self.first);
+                more.extend_from_slice(&data);
+                self.more = Some(more);
+            }
+        }
+    }
+
+    fn into_bytes(self) -> Bytes {
+        self.more.map_or(self.first, BytesMut::freeze)
     }
 }
 
@@ -210,7 +301,7 @@ mod tests {
                 .enable_time()
                 .build()
                 .unwrap()
-                .block_on(read_body(body, LIMIT, Duration::from_secs(5)))
+                .block_on(read_body(body, LIMIT, Duration::from_secs(5), Linger::NONE))
         }
 
         proptest! {

@@ -82,7 +82,16 @@ async fn read_body(
     body: impl RequestBody,
     limit: usize,
 ) -> Result<Bytes, IngestError> {
-    let raw = decode::read_body(body, limit, st.cfg.body_timeout).await?;
+    // A client waiting for `100 Continue` has sent nothing yet: it gets the 413 instead.
+    let expects_continue = headers
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let linger = if expects_continue {
+        decode::Linger::NONE
+    } else {
+        st.cfg.oversize_linger
+    };
+    let raw = decode::read_body(body, limit, st.cfg.body_timeout, linger).await?;
     let encoding = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok());

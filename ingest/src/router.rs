@@ -22,12 +22,12 @@ use tracing::Instrument;
 
 /// A request body: hyper's, or one a test builds.
 pub trait RequestBody:
-    hyper::body::Body<Data = Bytes, Error: Into<axum::BoxError>> + Send + 'static
+    hyper::body::Body<Data = Bytes, Error: Into<axum::BoxError>> + Send + Unpin + 'static
 {
 }
 
 impl<B> RequestBody for B where
-    B: hyper::body::Body<Data = Bytes, Error: Into<axum::BoxError>> + Send + 'static
+    B: hyper::body::Body<Data = Bytes, Error: Into<axum::BoxError>> + Send + Unpin + 'static
 {
 }
 
