@@ -50,7 +50,7 @@ fn ua_regexes() -> PathBuf {
     std::env::var_os("UA_REGEXES")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            manifest_relative("../.stack/dist/npm/node_modules/uap-core/regexes.yaml")
+            manifest_relative("../.stack/dist/uap-core/regexes.yaml")
         })
 }
 

@@ -364,7 +364,7 @@ mod tests {
 
     const DEFAULT_REGEXES: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../.stack/dist/npm/node_modules/uap-core/regexes.yaml"
+        "/../.stack/dist/uap-core/regexes.yaml"
     );
 
     /// Compiling the rules takes a moment; the tests share one parser.
