@@ -49,9 +49,7 @@ fn manifest_relative(path: &str) -> PathBuf {
 fn ua_regexes() -> PathBuf {
     std::env::var_os("UA_REGEXES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            manifest_relative("../.stack/dist/npm/node_modules/uap-core/regexes.yaml")
-        })
+        .unwrap_or_else(|| manifest_relative("../.stack/dist/uap-core/regexes.yaml"))
 }
 
 fn geo_testdata() -> PathBuf {
