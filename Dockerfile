@@ -24,6 +24,7 @@ WORKDIR /src
 # the build. Every workspace member must be here (cargo loads all their manifests).
 COPY Cargo.toml Cargo.lock ./
 COPY common ./common
+COPY admin ./admin
 COPY ingest ./ingest
 COPY enricher ./enricher
 COPY tests ./tests
