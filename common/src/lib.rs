@@ -7,13 +7,11 @@ pub mod ch;
 pub mod config;
 pub mod error;
 pub mod event;
-pub mod event_body;
 pub mod kafka;
 pub mod keys;
 pub mod migrations;
 pub mod registry;
 pub mod shutdown;
 pub mod telemetry;
-pub mod validate;
 
 pub use error::CommonError;

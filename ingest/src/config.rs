@@ -1,7 +1,7 @@
 //! Ingest configuration, read once from the environment (see README, "Configuration").
 
 use crate::client_ip::TrustedProxies;
-use crate::decode::Linger;
+use crate::request_body::Linger;
 use rivulet_common::{config, kafka, CommonError};
 use std::time::Duration;
 

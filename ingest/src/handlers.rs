@@ -2,8 +2,10 @@
 
 use crate::api::{self, BatchItem, BatchResponse, IngestError};
 use crate::client_ip::client_ip;
-use crate::decode;
-use crate::router::RequestBody;
+use crate::event::fields::{self, EventFields, Events, Field, Item};
+use crate::event::validate::{effective_timestamp, validate_event, ValidationErrors};
+use crate::event::TrackEvent;
+use crate::request_body::{self, Linger, RequestBody};
 use crate::sink::Record;
 use crate::state::AppState;
 use axum::http::{header, HeaderMap, HeaderName, Request, StatusCode};
@@ -11,10 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use metrics::Counter;
-use rivulet_common::event::{RawEvent, TrackEvent, RAW_EVENT_VERSION};
-use rivulet_common::event_body::{EventFields, Events, Field, Item};
+use rivulet_common::event::{RawEvent, RAW_EVENT_VERSION};
 use rivulet_common::kafka::write_message_key;
-use rivulet_common::validate::{effective_timestamp, validate_event, ValidationErrors};
 use serde_json::json;
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -87,15 +87,15 @@ async fn read_body(
         .get(header::EXPECT)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     let linger = if expects_continue {
-        decode::Linger::NONE
+        Linger::NONE
     } else {
         st.cfg.oversize_linger
     };
-    let raw = decode::read_body(body, limit, st.cfg.body_timeout, linger).await?;
+    let raw = request_body::read_body(body, limit, st.cfg.body_timeout, linger).await?;
     let encoding = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok());
-    decode::decode_content(encoding, raw, limit)
+    request_body::decode_content(encoding, raw, limit)
 }
 
 fn now_ms() -> i64 {
@@ -213,7 +213,7 @@ pub async fn track(
     let (head, body) = req.into_parts();
     let headers = &head.headers;
     let body = read_body(st, headers, body, st.cfg.max_body_bytes).await?;
-    let mut fields = decode::parse_event(&body)?;
+    let mut fields = fields::parse_event(&body)?;
     let api_key = fields.api_key.take();
     let ev = validate_event(fields).map_err(IngestError::InvalidPayload)?;
     let key = admit(st, api_key.as_ref(), ev.site_id).await?;
@@ -237,7 +237,7 @@ pub async fn track_batch(
     let (head, body) = req.into_parts();
     let headers = &head.headers;
     let body = read_body(st, headers, body, st.cfg.max_batch_bytes).await?;
-    let batch = decode::parse_batch(&body)?;
+    let batch = fields::parse_batch(&body)?;
     let events = match batch.events {
         Some(Events::List(events)) if events.len() <= st.cfg.max_batch_events => events,
         other => {

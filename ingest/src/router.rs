@@ -9,27 +9,16 @@
 
 use crate::api::{ErrorReason, IngestError};
 use crate::handlers;
+use crate::request_body::RequestBody;
 use crate::state::AppState;
 use axum::http::{header, HeaderMap, HeaderValue, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use metrics::{Counter, Histogram};
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::sync::{LazyLock, OnceLock};
 use std::time::Instant;
 use tracing::Instrument;
-
-/// A request body: hyper's, or one a test builds.
-pub trait RequestBody:
-    hyper::body::Body<Data = Bytes, Error: Into<axum::BoxError>> + Send + Unpin + 'static
-{
-}
-
-impl<B> RequestBody for B where
-    B: hyper::body::Body<Data = Bytes, Error: Into<axum::BoxError>> + Send + Unpin + 'static
-{
-}
 
 /// Every route; `label` is the `route` label of the request metrics and logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

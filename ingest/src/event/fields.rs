@@ -9,7 +9,7 @@
 //!
 //! Why not a `serde_json::Map`: it allocates every key, every string and a tree node per
 //! few fields, and validation then looked each field up by name. Parsing a pageview into
-//! it and validating it cost ~5 µs of ingest's time per request (BENCHMARKS.md, session 9).
+//! it and validating it cost ~5 µs of ingest's time per request (BENCHMARKS.md).
 
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
@@ -407,6 +407,42 @@ impl fmt::Display for BodyError {
 
 impl std::error::Error for BodyError {}
 
+/// JSON values for property tests, shared by the tests of the body reader and of the
+/// request decoder.
+#[cfg(test)]
+pub(crate) mod arbitrary {
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    /// Any JSON value: objects take their keys from `keys`; `depth`, `size` and `items`
+    /// bound the nesting, the total number of nodes, and the items of one collection.
+    pub(crate) fn json_value(
+        keys: impl Strategy<Value = String> + Clone + 'static,
+        depth: u32,
+        size: u32,
+        items: u32,
+    ) -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<u64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            any::<String>().prop_map(Value::String),
+        ];
+        let n = items as usize;
+        leaf.prop_recursive(depth, size, items, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..n).prop_map(Value::Array),
+                prop::collection::vec((keys.clone(), inner), 0..n)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,6 +540,7 @@ mod tests {
     }
 
     mod props {
+        use super::super::arbitrary;
         use super::*;
         use proptest::prelude::*;
 
@@ -515,26 +552,12 @@ mod tests {
         }
 
         fn json_value() -> impl Strategy<Value = Value> {
-            let leaf = prop_oneof![
-                Just(Value::Null),
-                any::<bool>().prop_map(Value::Bool),
-                any::<i64>().prop_map(|n| json!(n)),
-                any::<u64>().prop_map(|n| json!(n)),
-                any::<f64>()
-                    .prop_filter("finite", |f| f.is_finite())
-                    .prop_map(|f| json!(f)),
-                any::<String>().prop_map(Value::String),
-            ];
-            leaf.prop_recursive(4, 64, 6, |inner| {
-                prop_oneof![
-                    prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                    prop::collection::vec((prop::sample::select(names()), inner), 0..6).prop_map(
-                        |kv| Value::Object(
-                            kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-                        )
-                    ),
-                ]
-            })
+            arbitrary::json_value(
+                prop::sample::select(names()).prop_map(str::to_string),
+                4,
+                64,
+                6,
+            )
         }
 
         /// What a field read from `v` must be.

@@ -1,14 +1,23 @@
-//! From request bytes to a JSON object, with bounds on everything a client controls:
-//! the body size before and after gzip decoding, and the time to send the body.
+//! Reading a request's body, with bounds on everything a client controls: the body size
+//! before and after gzip decoding, and the time to send the body.
 
 use crate::api::IngestError;
-use crate::router::RequestBody;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
-use rivulet_common::event_body::{self, BatchFields, BodyError, EventFields};
 use std::io::Read;
 use std::time::Duration;
 use tokio::time::{timeout_at, Instant};
+
+/// A request body: hyper's, or one a test builds.
+pub trait RequestBody:
+    hyper::body::Body<Data = Bytes, Error: Into<axum::BoxError>> + Send + Unpin + 'static
+{
+}
+
+impl<B> RequestBody for B where
+    B: hyper::body::Body<Data = Bytes, Error: Into<axum::BoxError>> + Send + Unpin + 'static
+{
+}
 
 /// How much of an oversized body is read and thrown away after its 413 has been sent.
 ///
@@ -147,32 +156,18 @@ pub fn decode_content(
     }
 }
 
-/// Reads a tracking event's body: a JSON object (see `event_body` for how strictly).
-/// serde_json rejects invalid UTF-8, and its recursion limit (128) turns deeply nested
-/// input into an error rather than a stack overflow.
-pub fn parse_event(bytes: &[u8]) -> Result<EventFields<'_>, IngestError> {
-    event_body::parse_event(bytes).map_err(invalid_json)
-}
-
-/// Reads a batch's body, as `parse_event` does an event's.
-pub fn parse_batch(bytes: &[u8]) -> Result<BatchFields<'_>, IngestError> {
-    event_body::parse_batch(bytes).map_err(invalid_json)
-}
-
-fn invalid_json(e: BodyError) -> IngestError {
-    use serde_json::error::Category;
-    IngestError::InvalidJson(match e {
-        BodyError::Json(e) if e.classify() == Category::Eof => "the JSON body ended early".into(),
-        e => e.to_string(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::fields::EventFields;
     use axum::body::Body;
     use flate2::{write::GzEncoder, Compression};
     use std::io::Write;
+
+    /// A body read as the handlers read it: 400 "Invalid JSON body" unless an object.
+    fn parse_event(bytes: &[u8]) -> Result<EventFields<'_>, IngestError> {
+        crate::event::fields::parse_event(bytes).map_err(IngestError::from)
+    }
 
     fn gzip(data: &[u8]) -> Bytes {
         let mut enc = GzEncoder::new(Vec::new(), Compression::default());
@@ -257,23 +252,7 @@ mod tests {
         }
 
         fn json_value() -> impl Strategy<Value = Value> {
-            let leaf = prop_oneof![
-                Just(Value::Null),
-                any::<bool>().prop_map(Value::Bool),
-                any::<i64>().prop_map(|n| json!(n)),
-                any::<u64>().prop_map(|n| json!(n)),
-                any::<f64>()
-                    .prop_filter("finite", |f| f.is_finite())
-                    .prop_map(|f| json!(f)),
-                any::<String>().prop_map(Value::String),
-            ];
-            leaf.prop_recursive(6, 128, 8, |inner| {
-                prop_oneof![
-                    prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
-                    prop::collection::btree_map(any::<String>(), inner, 0..8)
-                        .prop_map(|m| Value::Object(m.into_iter().collect())),
-                ]
-            })
+            crate::event::fields::arbitrary::json_value(any::<String>(), 6, 128, 8)
         }
 
         /// A gzip stream, then damaged: bytes overwritten, and possibly cut short.

@@ -5,8 +5,9 @@
 //! keyed by field name and `formErrors` for rules that span fields. Unknown fields never
 //! reach it: they are ignored.
 
-use crate::event::{EventType, TrackEvent};
-use crate::event_body::{EventFields, Field};
+use crate::event::fields::{EventFields, Field};
+use crate::event::TrackEvent;
+use rivulet_common::event::EventType;
 use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -227,7 +228,7 @@ pub fn effective_timestamp(client_ms: Option<i64>, received_ms: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event_body::parse_event;
+    use crate::event::fields::parse_event;
     use serde_json::{json, Value};
 
     /// Validates an object given as a JSON value, as a request body would carry it.
@@ -384,7 +385,7 @@ mod tests {
             })
         }
 
-        const FIELDS: [&str; 18] = crate::event_body::EventFields::NAMES;
+        const FIELDS: [&str; 18] = crate::event::fields::EventFields::NAMES;
 
         proptest! {
             // Any object: validation never panics, and an accepted event respects every limit.
