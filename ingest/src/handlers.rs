@@ -48,14 +48,29 @@ impl<'a> Origin<'a> {
         }
     }
 
-    /// The `User-Agent` header, cut to the event field's limit (512 characters).
+    /// The `User-Agent` header, cut to the event field's limit (512 characters); empty
+    /// when it is a Rivulet server SDK's own, which names the SDK, not the visitor.
     fn user_agent(&self) -> Cow<'a, str> {
-        let ua = self.user_agent.unwrap_or_default();
+        let ua = self
+            .user_agent
+            .filter(|ua| !is_server_sdk(ua))
+            .unwrap_or_default();
         match ua.char_indices().nth(512) {
             None => Cow::Borrowed(ua),
             Some((end, _)) => Cow::Borrowed(&ua[..end]),
         }
     }
+}
+
+/// Rivulet's server SDKs send `User-Agent: rivulet-<language>/<version>` (the Node.js SDK:
+/// `rivulet-node/0.2.0`). An event they send without a `user_agent` of its own is stored
+/// with none: empty device fields, not "Other", and not a bot.
+const SERVER_SDK_AGENT_PREFIX: &str = "rivulet-";
+
+fn is_server_sdk(user_agent: &str) -> bool {
+    user_agent
+        .get(..SERVER_SDK_AGENT_PREFIX.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(SERVER_SDK_AGENT_PREFIX))
 }
 
 /// `X-Forwarded-For` as one list: a header sent on several lines is their values joined
@@ -386,8 +401,26 @@ pub fn openapi() -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::forwarded_for;
+    use super::{forwarded_for, Origin};
     use axum::http::{HeaderMap, HeaderValue};
+
+    #[test]
+    fn a_server_sdks_own_user_agent_is_not_the_visitors() {
+        let peer = "127.0.0.1:1".parse().unwrap();
+        let mut h = HeaderMap::new();
+        for (header, stored) in [
+            ("rivulet-node/0.2.0", ""),
+            ("Rivulet-Python/1.0", ""),
+            (
+                "Mozilla/5.0 (X11; Linux x86_64) rivulet-node/1",
+                "Mozilla/5.0 (X11; Linux x86_64) rivulet-node/1",
+            ),
+            ("curl/8.5.0", "curl/8.5.0"),
+        ] {
+            h.insert("user-agent", HeaderValue::from_static(header));
+            assert_eq!(Origin::new(peer, &h).user_agent(), stored, "{header}");
+        }
+    }
 
     #[test]
     fn forwarded_for_lines_are_one_list_in_order() {
