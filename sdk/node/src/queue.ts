@@ -9,6 +9,8 @@ export interface Chunk {
   events: WireEvent[];
   /** Each event as JSON: what goes, comma-separated, between `"events":[` and `]`. */
   parts: string[];
+  /** The request body, when it was prepared ahead (see BatchQueue.pump). */
+  prepared?: Promise<{ body: string | Uint8Array; gzipped: boolean }> | undefined;
 }
 
 /** UTF-8 length of a string (no allocation). */
@@ -69,6 +71,8 @@ export class BatchQueue {
     private readonly envelopeBytes: number,
     /** Delivers one chunk; must not reject (the tracker reports and drops failures itself). */
     private readonly send: (chunk: Chunk) => Promise<void>,
+    /** Starts building a chunk's request body (gzip included) while another request is in flight. */
+    private readonly prepare: (chunk: Chunk) => void = () => {},
   ) {
     this.maxBytes = MAX_BATCH_BYTES;
   }
@@ -139,9 +143,20 @@ export class BatchQueue {
     if (this.pumping) return;
     this.pumping = true;
     try {
-      while (this.buffer.length > 0 && (this.buffer.length >= this.opts.flushAt || this.taken < this.flushTarget)) {
-        const chunk = this.take();
-        await this.send(chunk);
+      let next: Chunk | undefined;
+      for (;;) {
+        const chunk = next ?? (this.due() ? this.take() : undefined);
+        next = undefined;
+        if (chunk === undefined) break;
+        const sent = this.send(chunk);
+        // While it is in flight, a full next batch is serialized and gzipped, so that it goes
+        // out as soon as the answer comes: under load the round trip, not the encoding, paces
+        // the sender. Only a full one: a partial batch would rather grow until then.
+        if (this.buffer.length >= this.maxEvents) {
+          next = this.take();
+          this.prepare(next);
+        }
+        await sent;
         this.settled += chunk.events.length;
         while (this.waiters.length > 0 && this.waiters[0]!.target <= this.settled) this.waiters.shift()!.resolve();
       }
@@ -150,6 +165,11 @@ export class BatchQueue {
     }
     // Fewer than flushAt left: the timer sends them.
     if (this.buffer.length > 0 && this.timer === undefined && !this.closed) this.armTimer();
+  }
+
+  /** Whether queued events should go now: flushAt reached, or a flush() asked for them. */
+  private due(): boolean {
+    return this.buffer.length > 0 && (this.buffer.length >= this.opts.flushAt || this.taken < this.flushTarget);
   }
 
   /** Takes the oldest events that fit in one request: the event and byte limits (always at least one). */

@@ -118,7 +118,14 @@ export class Tracker {
     );
     if (o.batch) {
       const envelope = utf8Length(this.#batchPrefix) + 2; // 2 = "]}"
-      this.#queue = new BatchQueue(o.batch, envelope, (chunk) => this.#sendBatch(chunk));
+      this.#queue = new BatchQueue(
+        o.batch,
+        envelope,
+        (chunk) => this.#sendBatch(chunk),
+        (chunk) => {
+          chunk.prepared = this.#encode(this.#batchBody(chunk.parts));
+        },
+      );
       // The flush timer never keeps the process alive, so a process that ends naturally
       // would lose the queue: beforeExit (Node, Bun, Deno; not on process.exit() or
       // signals) sends it first. Other runtimes have no such hook: see flush().
@@ -334,7 +341,7 @@ export class Tracker {
     const n = chunk.events.length;
     this.#inFlightEvents += n;
     try {
-      await this.#deliver(chunk.events, chunk.parts);
+      await this.#deliver(chunk.events, chunk.parts, chunk.prepared);
     } catch (e) {
       // Only a bug gets here; report it rather than lose the events silently.
       this.#settle(chunk.events, 'failed', e instanceof TrackerError ? e : unexpected(e));
@@ -349,7 +356,7 @@ export class Tracker {
    * 413 or "too many events" splits the batch and lowers the limits for later batches;
    * 429 waits (Retry-After) without using up retries, since the queue bounds what waits.
    */
-  async #deliver(events: WireEvent[], parts: string[]): Promise<void> {
+  async #deliver(events: WireEvent[], parts: string[], prepared?: Chunk['prepared']): Promise<void> {
     const transport = this.#transport!;
     const url = this.#batchUrl;
     let ids = events.map((e) => e.event_id);
@@ -360,8 +367,10 @@ export class Tracker {
       await transport.waitForPause(ids);
       for (;;) {
         attempts++;
-        const json = `${this.#batchPrefix}${parts.join(',')}]}`;
-        const { body, gzipped } = await this.#encode(json);
+        // A body prepared while the previous batch was in flight serves the first attempt.
+        const ready = attempts === 1 ? prepared : undefined;
+        const json = ready === undefined ? this.#batchBody(parts) : undefined;
+        const { body, gzipped } = await (ready ?? this.#encode(json!));
         let error: TrackerError;
         let answer: Answer | undefined;
         try {
@@ -384,7 +393,7 @@ export class Tracker {
             // The server's limits are lower than ours: split, and remember it for later batches.
             const half = Math.ceil(events.length / 2);
             const max = tooMany !== undefined ? Math.min(tooMany, half) : half;
-            this.#queue?.lowerLimits(max, answer.status === 413 ? Math.floor(utf8Length(json) / 2) : Number.MAX_SAFE_INTEGER);
+            this.#queue?.lowerLimits(max, answer.status === 413 ? Math.floor(utf8Length(json ?? this.#batchBody(parts)) / 2) : Number.MAX_SAFE_INTEGER);
             this.#log?.(`[rivulet] the server refused a batch of ${events.length} events (${answer.status}); sending at most ${max} per request`);
             for (let i = 0; i < events.length; i += max) await this.#deliver(events.slice(i, i + max), parts.slice(i, i + max));
             return;
@@ -426,7 +435,11 @@ export class Tracker {
     }
   }
 
-  /** gzips a batch body when it is big enough and the runtime can. */
+  #batchBody(parts: string[]): string {
+    return `${this.#batchPrefix}${parts.join(',')}]}`;
+  }
+
+  /** gzips a batch body when it is big enough and the runtime can. Never rejects. */
   async #encode(json: string): Promise<{ body: string | Uint8Array; gzipped: boolean }> {
     const min = this.#options.compressMinBytes;
     const gzip = this.#platform.gzip;
