@@ -111,7 +111,8 @@ export class Tracker {
         retryBaseDelayMs: o.retryBaseDelayMs,
         retryMaxDelayMs: o.retryMaxDelayMs,
         apiKey: o.apiKey,
-        fetch: o.fetch ?? ((url, init) => fetchFn(url, init)),
+        // The global one is looked up at each request, so that one patched later (tests, instrumentation) is used.
+        fetch: o.fetch ?? ((url, init) => ((globalThis as { fetch?: FetchFunction }).fetch ?? fetchFn)(url, init)),
         log: this.#log,
       },
       this.#closing.signal,
