@@ -108,8 +108,8 @@ async fn run(command: Command) -> Result<Value, AdminError> {
     match command {
         Command::Serve => unreachable!("handled above"),
         Command::Migrate => {
-            let applied = rivulet_common::migrations::migrate(reg.db()).await?;
-            let all = rivulet_common::migrations::applied_versions(reg.db()).await?;
+            let applied = rivulet_common::schema::migrations::migrate(reg.db()).await?;
+            let all = rivulet_common::schema::migrations::applied_versions(reg.db()).await?;
             Ok(
                 serde_json::json!({"applied_now": applied, "schema_versions": all, "database": reg.db().database}),
             )

@@ -5,6 +5,8 @@
 //! LZ4 framing makes 18.16 return empty results; both are switched on only for servers
 //! that support them (decided from `SELECT version()`), unless set explicitly.
 
+use crate::schema::queries;
+use crate::topology::Topology;
 use crate::{config, CommonError};
 use clickhouse::{Client, Compression};
 
@@ -18,6 +20,8 @@ pub struct ChConfig {
     pub validation: Option<bool>,
     /// `CLICKHOUSE_COMPRESSION`: `auto` (default), `lz4`, `none`.
     pub lz4: Option<bool>,
+    /// `CLICKHOUSE_CLUSTER`: a single server, or the cluster the schema spans.
+    pub topology: Topology,
 }
 
 impl ChConfig {
@@ -39,6 +43,7 @@ impl ChConfig {
             password: config::optional("CLICKHOUSE_PASSWORD").unwrap_or_default(),
             validation: tri("CLICKHOUSE_VALIDATION", "on", "off")?,
             lz4: tri("CLICKHOUSE_COMPRESSION", "lz4", "none")?,
+            topology: Topology::from_env()?,
         })
     }
 
@@ -61,6 +66,7 @@ impl ChConfig {
             root: self.plain_client(),
             database: self.database.clone(),
             server_version: String::new(),
+            topology: self.topology.clone(),
         }
     }
 
@@ -68,7 +74,7 @@ impl ChConfig {
     pub async fn connect(&self) -> Result<Db, CommonError> {
         let version: String = self
             .plain_client()
-            .query("SELECT version()")
+            .query(queries::SERVER_VERSION)
             .fetch_one()
             .await?;
         let modern = server_is_modern(&version);
@@ -86,6 +92,7 @@ impl ChConfig {
             root: self.plain_client(),
             database: self.database.clone(),
             server_version: version,
+            topology: self.topology.clone(),
         })
     }
 }
@@ -98,6 +105,7 @@ pub struct Db {
     pub root: Client,
     pub database: String,
     pub server_version: String,
+    pub topology: Topology,
 }
 
 /// Servers from 22.x on know the settings the crate's validation sends and its LZ4 framing.

@@ -14,8 +14,8 @@ use axum::Json;
 use bytes::Bytes;
 use metrics::Counter;
 use rivulet_common::event::{RawEvent, RAW_EVENT_VERSION};
+use rivulet_common::health::{self, Readiness};
 use rivulet_common::kafka::write_message_key;
-use serde_json::json;
 use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -358,37 +358,18 @@ fn batch_event(item: Item<'_>, site_id: u32) -> Result<TrackEvent<'_>, Validatio
     Ok(ev)
 }
 
-pub fn liveness() -> Response {
-    "ok".into_response()
-}
-
 /// 200 when Kafka and Redis answer and no shutdown is under way; 503 otherwise.
 pub fn readiness(st: &AppState) -> Response {
-    let shutting_down = st.shutting_down.load(Ordering::Relaxed);
-    let kafka = st.sink.is_ready();
-    let redis = st.redis.is_ready();
-    let ready = kafka && redis && !shutting_down;
-    let status = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (
-        status,
-        Json(
-            json!({"ready": ready, "kafka": kafka, "redis": redis, "shutting_down": shutting_down}),
-        ),
-    )
+    Readiness::new()
+        .check("kafka", st.sink.is_ready())
+        .check("redis", st.redis.is_ready())
+        .shutting_down(st.shutting_down.load(Ordering::Relaxed))
         .into_response()
 }
 
 pub fn metrics(st: &AppState) -> Response {
     metrics::gauge!("ingest_kafka_queue_depth").set(st.sink.queue_depth() as f64);
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        st.prometheus.render(),
-    )
-        .into_response()
+    health::metrics(&st.prometheus)
 }
 
 pub fn openapi() -> Response {

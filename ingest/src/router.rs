@@ -127,7 +127,7 @@ async fn dispatch<B: RequestBody>(
         Route::Unmatched => IngestError::NoRoute.into_response(),
         _ if !read_only => get_only(),
         Route::OpenApi => handlers::openapi(),
-        Route::Liveness => handlers::liveness(),
+        Route::Liveness => rivulet_common::health::liveness(),
         Route::Readiness => handlers::readiness(st),
         Route::Metrics => handlers::metrics(st),
     }

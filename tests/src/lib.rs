@@ -62,7 +62,7 @@ pub async fn db() -> Db {
         .expect("ClickHouse is not reachable: run scripts/stack up");
     MIGRATED
         .get_or_init(|| async {
-            rivulet_common::migrations::migrate(&db)
+            rivulet_common::schema::migrations::migrate(&db)
                 .await
                 .expect("migrations");
         })

@@ -1,5 +1,5 @@
 //! CSRF protection. Every form carries the session's token in a hidden `csrf` field and
-//! `auth::require_session` checks it on every POST; the API takes it in the
+//! `login::require_session` checks it on every POST; the API takes it in the
 //! `X-CSRF-Token` header when a request is authenticated by the session cookie. The
 //! login form, which has no session yet, uses a double-submit cookie instead.
 //! (`SameSite=Strict` cookies already keep other sites out; this is the second lock.)

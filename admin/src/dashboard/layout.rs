@@ -1,8 +1,8 @@
 //! The page frame and the small pieces every page uses. maud escapes every value it
 //! interpolates, which is how event data (a pathname like `<script>…`) stays text.
 
-use super::auth::SessionCtx;
 use super::csrf;
+use super::session::SessionCtx;
 use axum::response::{Html, IntoResponse, Response};
 use maud::{html, Markup, DOCTYPE};
 use rivulet_common::registry::Site;
@@ -42,7 +42,7 @@ pub fn page(title: &str, session: Option<&SessionCtx>, body: Markup) -> Markup {
     }
 }
 
-/// The hidden field every form of a logged-in page carries (`auth::require_session`).
+/// The hidden field every form of a logged-in page carries (`login::require_session`).
 pub fn csrf_field(s: &SessionCtx) -> Markup {
     html! { input type="hidden" name=(csrf::FIELD) value=(s.csrf); }
 }

@@ -1,30 +1,34 @@
 //! `rivulet-admin serve`: the web dashboard (server-rendered HTML, a few lines of
 //! JavaScript for the copy button) and the JSON admin API, both behind `ADMIN_TOKEN`.
 //!
-//! Routes are listed in `router`; auth and CSRF in `auth` and `csrf`; how errors become
+//! Routes are listed in `router`; login and sessions in `login` and `session`, CSRF in `csrf`; how errors become
 //! responses in `respond`.
 
-mod api;
 mod assets;
-mod auth;
 mod chart;
 mod csrf;
+mod json_api;
 mod layout;
+mod login;
 mod overview;
 mod respond;
+mod session;
 mod settings;
 mod sites;
 mod stats;
 
 use crate::error::AdminError;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use rivulet_common::ch::Db;
 use rivulet_common::config;
+use rivulet_common::health::Readiness;
 use rivulet_common::registry::Registry;
+use rivulet_common::schema::queries;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,15 +70,18 @@ impl DashboardConfig {
 
 pub struct Dashboard {
     pub reg: Registry,
-    pub auth: auth::Auth,
+    /// `events`, for the Overview.
+    pub db: Db,
+    pub sessions: session::Sessions,
 }
 
 pub type AppState = Arc<Dashboard>;
 
 pub async fn serve(cfg: DashboardConfig, reg: Registry) -> Result<(), AdminError> {
     let state: AppState = Arc::new(Dashboard {
+        db: reg.db().clone(),
         reg,
-        auth: auth::Auth::new(&cfg),
+        sessions: session::Sessions::new(&cfg),
     });
     let listener = tokio::net::TcpListener::bind(cfg.addr)
         .await
@@ -104,34 +111,37 @@ pub fn router(state: AppState) -> Router {
             "/sites/{site_id}/keys/{key_id}/revoke",
             post(settings::revoke_key),
         )
-        .route("/logout", post(auth::logout))
+        .route("/logout", post(login::logout))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
-            auth::require_session,
+            login::require_session,
         ));
     let api = Router::new()
-        .route("/api/sites", get(api::list_sites).post(api::create_site))
+        .route(
+            "/api/sites",
+            get(json_api::list_sites).post(json_api::create_site),
+        )
         .route(
             "/api/sites/{site_id}",
-            get(api::get_site).delete(api::delete_site),
+            get(json_api::get_site).delete(json_api::delete_site),
         )
         .route(
             "/api/sites/{site_id}/keys",
-            get(api::list_keys).post(api::create_key),
+            get(json_api::list_keys).post(json_api::create_key),
         )
         .route(
             "/api/sites/{site_id}/keys/{key_id}/revoke",
-            post(api::revoke_key),
+            post(json_api::revoke_key),
         )
-        .route("/api/sites/{site_id}/overview", get(api::overview))
+        .route("/api/sites/{site_id}/overview", get(json_api::overview))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
-            auth::require_api_auth,
+            login::require_api_auth,
         ));
     Router::new()
         .merge(pages)
         .merge(api)
-        .route("/login", get(auth::login_form).post(auth::login))
+        .route("/login", get(login::login_form).post(login::login))
         .route("/assets/app.css", get(assets::css))
         .route("/assets/app.js", get(assets::js))
         .route("/_liveness", get(|| async { "ok" }))
@@ -145,10 +155,18 @@ pub fn router(state: AppState) -> Router {
 
 /// Ready when ClickHouse, where everything the dashboard shows lives, answers.
 async fn readiness(State(st): State<AppState>) -> Response {
-    match st.reg.db().client.query("SELECT 1").fetch_one::<u8>().await {
-        Ok(_) => "ready".into_response(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("ClickHouse: {e}")).into_response(),
+    let clickhouse = st
+        .db
+        .client
+        .query(queries::SELECT_ONE)
+        .fetch_one::<u8>()
+        .await;
+    if let Err(e) = &clickhouse {
+        tracing::warn!(error = %e, "readiness: ClickHouse does not answer");
     }
+    Readiness::new()
+        .check("clickhouse", clickhouse.is_ok())
+        .into_response()
 }
 
 /// Every response: no caching (a page may show a new API key once), no framing, no

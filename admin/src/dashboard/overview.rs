@@ -1,9 +1,9 @@
 //! A site's Overview page: totals, the hourly chart, the breakdowns and the latest
 //! events of the last 24 hours (data from `stats`).
 
-use super::auth::SessionCtx;
 use super::layout::{self, SiteTab};
 use super::respond::PageError;
+use super::session::SessionCtx;
 use super::stats::now_secs;
 use super::stats::{self, Count};
 use super::{chart, AppState};
@@ -19,7 +19,7 @@ pub async fn page(
     Extension(session): Extension<SessionCtx>,
 ) -> Result<Response, PageError> {
     let site = ops::site(&st.reg, site_id).await?;
-    let o = stats::load(&st.reg, site_id, now_secs()).await?;
+    let o = stats::load(&st.db, site_id, now_secs()).await?;
     let body = html! {
         (layout::site_header(&site, SiteTab::Overview))
         p.muted { "Last 24 hours, since " (layout::datetime(o.since)) ". Bots are not counted. " a href=(format!("/sites/{site_id}/overview")) { "Refresh" } }

@@ -1,9 +1,9 @@
 //! A site's Settings: the General tab (domain, name, delete) and the API Key tab
 //! (generate a key and see it once, list keys, revoke).
 
-use super::auth::{NewKey, SessionCtx};
 use super::layout::{self, csrf_field, SiteTab};
 use super::respond::PageError;
+use super::session::{NewKey, SessionCtx};
 use super::AppState;
 use crate::error::AdminError;
 use crate::ops;
@@ -110,7 +110,7 @@ pub async fn api_key(
     let site = ops::site(&st.reg, site_id).await?;
     let keys = ops::list_keys(&st.reg, site_id).await?;
     let used = ops::last_used(&keys).await;
-    let new_key = st.auth.take_new_key(&session, site_id);
+    let new_key = st.sessions.take_new_key(&session, site_id);
     let revoked = q
         .revoked
         .and_then(|id| keys.iter().find(|k| k.key_id == id))
@@ -195,7 +195,7 @@ pub async fn generate_key(
     tracing::info!(site_id, key_id = %rec.key_id, "API key generated from the dashboard");
     // Shown by the next GET of the API Key tab and then forgotten (post/redirect/get, so
     // a reload neither shows the key again nor makes another one).
-    st.auth.hold_new_key(
+    st.sessions.hold_new_key(
         &session,
         NewKey {
             site_id,

@@ -1,8 +1,8 @@
 //! The Sites page: every active site, and the form that registers a new one.
 
-use super::auth::SessionCtx;
 use super::layout::{self, csrf_field};
 use super::respond::PageError;
+use super::session::SessionCtx;
 use super::AppState;
 use crate::ops;
 use axum::extract::{Form, Query, State};

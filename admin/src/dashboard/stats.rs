@@ -2,21 +2,20 @@
 //! hour, the top pages, countries, browsers, devices and custom events, and the latest
 //! events. Shared by the Overview page and `GET /api/sites/{id}/overview`.
 //!
-//! The SQL runs on ClickHouse 18.16 as well as current servers. Rows are counted with
-//! `uniqExact(event_id)`, not `count()`: `events` is a ReplacingMergeTree, and until a
-//! background merge removes them a redelivered event is there twice. Bots are left out
-//! of every count (they are stored and flagged, DESIGN.md) but shown in the latest events.
+//! The statements are `schema::queries::OVERVIEW_*`: they count with
+//! `uniqExact(event_id)`, so an unmerged duplicate counts once (on a cluster too: every
+//! copy of an event is on one shard). Bots are left out of every count (they are stored
+//! and flagged) but shown in the latest events.
 
 use crate::error::AdminError;
 use crate::output::rfc3339;
-use clickhouse::Row;
-use rivulet_common::registry::Registry;
+use clickhouse::{Row, RowOwned, RowRead};
+use rivulet_common::ch::Db;
+use rivulet_common::schema::queries;
 use rivulet_common::CommonError;
 use serde::{Deserialize, Serialize, Serializer};
 
 pub const HOURS: u32 = 24;
-const TOP_N: u32 = 10;
-const LATEST_N: u32 = 20;
 
 #[derive(Debug, Serialize)]
 pub struct Overview {
@@ -78,42 +77,6 @@ fn as_rfc3339<S: Serializer>(epoch: &u32, s: S) -> Result<S::Ok, S::Error> {
     rfc3339(*epoch).serialize(s)
 }
 
-/// The events the counts are made of: this site, the window, no bots.
-const COUNTED: &str = "site_id = ? AND timestamp >= toDateTime(?) AND is_bot = 0";
-
-/// A breakdown: which column, which events, and what ranks the rows.
-struct Breakdown {
-    column: &'static str,
-    only_type: Option<&'static str>,
-    rank_by: &'static str,
-}
-
-const PAGES: Breakdown = Breakdown {
-    column: "pathname",
-    only_type: Some("pageview"),
-    rank_by: "events",
-};
-const COUNTRIES: Breakdown = Breakdown {
-    column: "country",
-    only_type: None,
-    rank_by: "visitors",
-};
-const BROWSERS: Breakdown = Breakdown {
-    column: "browser",
-    only_type: None,
-    rank_by: "visitors",
-};
-const DEVICES: Breakdown = Breakdown {
-    column: "device_type",
-    only_type: None,
-    rank_by: "visitors",
-};
-const CUSTOM_EVENTS: Breakdown = Breakdown {
-    column: "event_name",
-    only_type: Some("custom_event"),
-    rank_by: "events",
-};
-
 pub fn now_secs() -> u32 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -126,17 +89,17 @@ pub fn window_start(now: u32) -> u32 {
     now / 3600 * 3600 - (HOURS - 1) * 3600
 }
 
-pub async fn load(reg: &Registry, site_id: u32, now: u32) -> Result<Overview, AdminError> {
+pub async fn load(db: &Db, site_id: u32, now: u32) -> Result<Overview, AdminError> {
     let since = window_start(now);
     let (totals, hourly, top_pages, countries, browsers, devices, custom_events, latest_events) = tokio::try_join!(
-        totals(reg, site_id, since),
-        hourly(reg, site_id, since),
-        breakdown(reg, site_id, since, &PAGES),
-        breakdown(reg, site_id, since, &COUNTRIES),
-        breakdown(reg, site_id, since, &BROWSERS),
-        breakdown(reg, site_id, since, &DEVICES),
-        breakdown(reg, site_id, since, &CUSTOM_EVENTS),
-        latest(reg, site_id, since),
+        fetch_one(db, queries::OVERVIEW_TOTALS, site_id, since),
+        fetch_all(db, queries::OVERVIEW_HOURLY, site_id, since),
+        fetch_all(db, queries::OVERVIEW_TOP_PAGES, site_id, since),
+        fetch_all(db, queries::OVERVIEW_COUNTRIES, site_id, since),
+        fetch_all(db, queries::OVERVIEW_BROWSERS, site_id, since),
+        fetch_all(db, queries::OVERVIEW_DEVICES, site_id, since),
+        fetch_all(db, queries::OVERVIEW_CUSTOM_EVENTS, site_id, since),
+        fetch_all(db, queries::OVERVIEW_LATEST, site_id, since),
     )?;
     Ok(Overview {
         site_id,
@@ -152,77 +115,28 @@ pub async fn load(reg: &Registry, site_id: u32, now: u32) -> Result<Overview, Ad
     })
 }
 
-async fn totals(reg: &Registry, site_id: u32, since: u32) -> Result<Totals, CommonError> {
-    let sql = format!(
-        "SELECT uniqExactIf(event_id, type = 'pageview') AS pageviews, uniqExact(user_id) AS visitors, \
-         uniqExactIf(event_id, type = 'custom_event') AS custom_events FROM events WHERE {COUNTED}"
-    );
-    Ok(reg
-        .db()
+/// One Overview statement for a site and window: the one row it answers.
+async fn fetch_one<T>(db: &Db, sql: &str, site_id: u32, since: u32) -> Result<T, CommonError>
+where
+    T: RowOwned + RowRead,
+{
+    Ok(db
         .client
-        .query(&sql)
+        .query(sql)
         .bind(site_id)
         .bind(since)
         .fetch_one()
         .await?)
 }
 
-/// Pageviews and visitors (anyone with a non-bot event) per UTC hour, for hours that
-/// have events; `fill_hours` adds the empty ones.
-async fn hourly(reg: &Registry, site_id: u32, since: u32) -> Result<Vec<Hour>, CommonError> {
-    let sql = format!(
-        "SELECT toUInt32(intDiv(toUInt32(timestamp), 3600) * 3600) AS hour, \
-         uniqExactIf(event_id, type = 'pageview') AS pageviews, uniqExact(user_id) AS visitors \
-         FROM events WHERE {COUNTED} GROUP BY hour ORDER BY hour"
-    );
-    Ok(reg
-        .db()
+/// One Overview statement for a site and window: every row it answers.
+async fn fetch_all<T>(db: &Db, sql: &str, site_id: u32, since: u32) -> Result<Vec<T>, CommonError>
+where
+    T: RowOwned + RowRead,
+{
+    Ok(db
         .client
-        .query(&sql)
-        .bind(site_id)
-        .bind(since)
-        .fetch_all()
-        .await?)
-}
-
-async fn breakdown(
-    reg: &Registry,
-    site_id: u32,
-    since: u32,
-    b: &Breakdown,
-) -> Result<Vec<Count>, CommonError> {
-    let only_type = b
-        .only_type
-        .map(|t| format!(" AND type = '{t}'"))
-        .unwrap_or_default();
-    let sql = format!(
-        "SELECT {col} AS label, uniqExact(event_id) AS events, uniqExact(user_id) AS visitors \
-         FROM events WHERE {COUNTED}{only_type} GROUP BY label ORDER BY {rank} DESC, label LIMIT {TOP_N}",
-        col = b.column,
-        rank = b.rank_by,
-    );
-    Ok(reg
-        .db()
-        .client
-        .query(&sql)
-        .bind(site_id)
-        .bind(since)
-        .fetch_all()
-        .await?)
-}
-
-/// The newest events, bots included; `LIMIT 1 BY event_id` hides unmerged duplicates.
-async fn latest(reg: &Registry, site_id: u32, since: u32) -> Result<Vec<LatestEvent>, CommonError> {
-    let sql = format!(
-        "SELECT toUInt32(timestamp) AS ts, type, event_name, hostname, pathname, country, city, \
-         browser, operating_system, device_type, is_bot FROM events \
-         WHERE site_id = ? AND timestamp >= toDateTime(?) \
-         ORDER BY timestamp DESC, event_id LIMIT 1 BY event_id LIMIT {LATEST_N}"
-    );
-    Ok(reg
-        .db()
-        .client
-        .query(&sql)
+        .query(sql)
         .bind(site_id)
         .bind(since)
         .fetch_all()

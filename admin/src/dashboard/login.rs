@@ -6,157 +6,19 @@
 use super::csrf;
 use super::layout;
 use super::respond::{api_error, page_error};
-use super::{AppState, DashboardConfig};
+use super::session::{SessionCtx, LOGIN_COOKIE, SESSION_COOKIE};
+use super::AppState;
 use crate::error::AdminError;
 use axum::body::Body;
 use axum::extract::{Form, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
 use serde::Deserialize;
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
-const SESSION_COOKIE: &str = "rivulet_admin_session";
-/// Double-submit cookie of the login form (there is no session to hold its token yet).
-const LOGIN_COOKIE: &str = "rivulet_admin_login";
 /// Admin forms are a few fields; anything bigger is not one of ours.
 const MAX_FORM_BYTES: usize = 64 * 1024;
-/// Sessions are created only by someone who knows the token, but a bound keeps a
-/// script that logs in in a loop from growing memory without limit.
-const MAX_SESSIONS: usize = 10_000;
-
-/// A key created in this session, held until the API Key tab shows it (once).
-pub struct NewKey {
-    pub site_id: u32,
-    pub key_id: String,
-    pub api_key: String,
-}
-
-struct Session {
-    csrf: String,
-    expires: Instant,
-    new_key: Option<NewKey>,
-}
-
-/// The logged-in session a page handler runs in: its id and its CSRF token.
-#[derive(Clone)]
-pub struct SessionCtx {
-    pub id: String,
-    pub csrf: String,
-}
-
-pub struct Auth {
-    token: String,
-    sessions: Mutex<HashMap<String, Session>>,
-    ttl: Duration,
-    cookie_secure: bool,
-    login_delay: Duration,
-    /// Held while a wrong token is being answered: failures queue up behind each other.
-    failure_gate: tokio::sync::Mutex<()>,
-}
-
-impl Auth {
-    pub fn new(cfg: &DashboardConfig) -> Self {
-        Auth {
-            token: cfg.token.clone(),
-            sessions: Mutex::new(HashMap::new()),
-            ttl: cfg.session_ttl,
-            cookie_secure: cfg.cookie_secure,
-            login_delay: cfg.login_delay,
-            failure_gate: tokio::sync::Mutex::new(()),
-        }
-    }
-
-    fn token_matches(&self, given: &str) -> bool {
-        csrf::same_secret(given, &self.token)
-    }
-
-    async fn reject_slowly(&self) {
-        let _turn = self.failure_gate.lock().await;
-        tokio::time::sleep(self.login_delay).await;
-    }
-
-    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
-        // A panic while holding the lock leaves a map that is still consistent.
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn start_session(&self) -> SessionCtx {
-        let now = Instant::now();
-        let mut sessions = self.sessions();
-        sessions.retain(|_, s| s.expires > now);
-        if sessions.len() >= MAX_SESSIONS {
-            if let Some(oldest) = sessions
-                .iter()
-                .min_by_key(|(_, s)| s.expires)
-                .map(|(id, _)| id.clone())
-            {
-                sessions.remove(&oldest);
-            }
-        }
-        let ctx = SessionCtx {
-            id: csrf::random_token(),
-            csrf: csrf::random_token(),
-        };
-        sessions.insert(
-            ctx.id.clone(),
-            Session {
-                csrf: ctx.csrf.clone(),
-                expires: now + self.ttl,
-                new_key: None,
-            },
-        );
-        ctx
-    }
-
-    fn session(&self, id: &str) -> Option<SessionCtx> {
-        let mut sessions = self.sessions();
-        match sessions.get(id) {
-            Some(s) if s.expires > Instant::now() => Some(SessionCtx {
-                id: id.to_string(),
-                csrf: s.csrf.clone(),
-            }),
-            Some(_) => {
-                sessions.remove(id);
-                None
-            }
-            None => None,
-        }
-    }
-
-    fn end_session(&self, id: &str) {
-        self.sessions().remove(id);
-    }
-
-    pub fn hold_new_key(&self, session: &SessionCtx, key: NewKey) {
-        if let Some(s) = self.sessions().get_mut(&session.id) {
-            s.new_key = Some(key);
-        }
-    }
-
-    /// The key created for this site in this session, if not shown yet; after this call
-    /// the dashboard no longer has it.
-    pub fn take_new_key(&self, session: &SessionCtx, site_id: u32) -> Option<NewKey> {
-        let mut sessions = self.sessions();
-        let s = sessions.get_mut(&session.id)?;
-        if s.new_key.as_ref().is_some_and(|k| k.site_id == site_id) {
-            s.new_key.take()
-        } else {
-            None
-        }
-    }
-
-    fn cookie(&self, name: &str, value: &str, max_age: u64, path: &str) -> HeaderValue {
-        let secure = if self.cookie_secure { "; Secure" } else { "" };
-        HeaderValue::from_str(&format!(
-            "{name}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}"
-        ))
-        .expect("cookie values are hex")
-    }
-}
 
 fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
@@ -170,7 +32,7 @@ fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 fn current_session(st: &AppState, headers: &HeaderMap) -> Option<SessionCtx> {
-    cookie_value(headers, SESSION_COOKIE).and_then(|id| st.auth.session(&id))
+    cookie_value(headers, SESSION_COOKIE).and_then(|id| st.sessions.session(&id))
 }
 
 fn is_safe(method: &Method) -> bool {
@@ -219,11 +81,11 @@ pub async fn require_api_auth(State(st): State<AppState>, req: Request, next: Ne
             .ok()
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or("");
-        if st.auth.token_matches(given.trim()) {
+        if st.sessions.token_matches(given.trim()) {
             return next.run(req).await;
         }
         tracing::warn!(path = %req.uri().path(), "admin API call with a wrong token");
-        st.auth.reject_slowly().await;
+        st.sessions.reject_slowly().await;
         return api_error(AdminError::Unauthorized(
             "wrong admin token: send Authorization: Bearer <ADMIN_TOKEN>".into(),
         ));
@@ -277,9 +139,9 @@ pub async fn login(
             Some("The login form expired or did not come from this dashboard. Try again."),
         );
     }
-    if !st.auth.token_matches(&form.token) {
+    if !st.sessions.token_matches(&form.token) {
         tracing::warn!("dashboard login with a wrong token");
-        st.auth.reject_slowly().await;
+        st.sessions.reject_slowly().await;
         return login_page(
             &st,
             StatusCode::UNAUTHORIZED,
@@ -288,18 +150,19 @@ pub async fn login(
             ),
         );
     }
-    let session = st.auth.start_session();
+    let session = st.sessions.start_session();
     tracing::info!("dashboard login");
     let mut resp = Redirect::to("/sites").into_response();
-    let max_age = st.auth.ttl.as_secs();
+    let max_age = st.sessions.ttl.as_secs();
     let headers = resp.headers_mut();
     headers.append(
         header::SET_COOKIE,
-        st.auth.cookie(SESSION_COOKIE, &session.id, max_age, "/"),
+        st.sessions
+            .cookie(SESSION_COOKIE, &session.id, max_age, "/"),
     );
     headers.append(
         header::SET_COOKIE,
-        st.auth.cookie(LOGIN_COOKIE, "", 0, "/login"),
+        st.sessions.cookie(LOGIN_COOKIE, "", 0, "/login"),
     );
     resp
 }
@@ -308,11 +171,11 @@ pub async fn logout(
     State(st): State<AppState>,
     axum::Extension(session): axum::Extension<SessionCtx>,
 ) -> Response {
-    st.auth.end_session(&session.id);
+    st.sessions.end_session(&session.id);
     let mut resp = Redirect::to("/login").into_response();
     resp.headers_mut().append(
         header::SET_COOKIE,
-        st.auth.cookie(SESSION_COOKIE, "", 0, "/"),
+        st.sessions.cookie(SESSION_COOKIE, "", 0, "/"),
     );
     resp
 }
@@ -338,7 +201,7 @@ fn login_page(st: &AppState, status: StatusCode, error: Option<&str>) -> Respons
     let mut resp = (status, layout::html(layout::page("Log in", None, body))).into_response();
     resp.headers_mut().append(
         header::SET_COOKIE,
-        st.auth.cookie(LOGIN_COOKIE, &nonce, 3600, "/login"),
+        st.sessions.cookie(LOGIN_COOKIE, &nonce, 3600, "/login"),
     );
     resp
 }
@@ -346,6 +209,7 @@ fn login_page(st: &AppState, status: StatusCode, error: Option<&str>) -> Respons
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderValue;
 
     #[test]
     fn cookies_are_found_by_name() {

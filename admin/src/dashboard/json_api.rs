@@ -1,5 +1,5 @@
 //! The JSON admin API (README, "Admin API"): the same operations as the pages and the
-//! CLI, with the CLI's JSON shapes (`output`). Auth: `auth::require_api_auth`.
+//! CLI, with the CLI's JSON shapes (`output`). Auth: `login::require_api_auth`.
 
 use super::respond::ApiError;
 use super::stats;
@@ -82,5 +82,5 @@ pub async fn overview(
     Path(site_id): Path<u32>,
 ) -> Result<Json<stats::Overview>, ApiError> {
     ops::site(&st.reg, site_id).await?;
-    Ok(Json(stats::load(&st.reg, site_id, now_secs()).await?))
+    Ok(Json(stats::load(&st.db, site_id, now_secs()).await?))
 }
