@@ -1,8 +1,8 @@
 //! Accuracy of the device fields against uap-core's reference cases, with the rules Rivulet
 //! ships.
 //!
-//! - `UAP_CORE_TESTS` (required; the test fails without it): a folder with uap-core's
-//!   `test_ua.yaml`, `test_os.yaml` and `test_device.yaml`. `scripts/test` sets it.
+//! - `UAP_CORE_TESTS`: a folder with uap-core's `test_ua.yaml`, `test_os.yaml` and
+//!   `test_device.yaml` (default: the repository's `testdata/uap-core`).
 //! - `UA_REGEXES`: the rules (default: the `regexes.yaml` that `scripts/stack` installs).
 //!
 //! Every case goes through [`DeviceParser::parse`], the call that fills the `events` row,
@@ -150,10 +150,7 @@ fn artifacts_dir() -> PathBuf {
 fn uap_core_reference_cases_meet_the_accuracy_floor() {
     let dir = std::env::var_os("UAP_CORE_TESTS")
         .map(PathBuf::from)
-        .expect(
-            "UAP_CORE_TESTS is not set: point it at a folder with uap-core's test_ua.yaml, \
-         test_os.yaml and test_device.yaml (scripts/test sets it)",
-        );
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/uap-core"));
     let rules = std::env::var_os("UA_REGEXES")
         .map(PathBuf::from)
         .unwrap_or_else(|| {

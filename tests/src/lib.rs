@@ -410,17 +410,10 @@ pub fn stack(args: &[&str]) {
     assert!(status.success(), "scripts/stack {args:?} failed");
 }
 
-/// The MaxMind test database beside the repository (`../shared/testdata/geo`).
+/// MaxMind's test database (`testdata/geo`).
 pub fn geo_test_db() -> PathBuf {
-    let p = repo_root()
-        .parent()
-        .unwrap()
-        .join("shared/testdata/geo/GeoLite2-City-Test.mmdb");
-    assert!(
-        p.exists(),
-        "{} is missing (shared/testdata beside the repository)",
-        p.display()
-    );
+    let p = repo_root().join("testdata/geo/GeoLite2-City-Test.mmdb");
+    assert!(p.exists(), "{} is missing", p.display());
     p
 }
 
