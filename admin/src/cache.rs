@@ -3,14 +3,13 @@
 
 use crate::error::AdminError;
 use redis::AsyncCommands;
-use rivulet_common::{cache, config, keys::KeyHash};
+use rivulet_common::{cache, keys::KeyHash};
 
-pub async fn connect() -> Result<redis::aio::MultiplexedConnection, AdminError> {
-    let url = config::string("REDIS_URL", "redis://127.0.0.1:16379/");
+pub async fn connect(url: &str) -> Result<redis::aio::MultiplexedConnection, AdminError> {
     let unavailable = |e: redis::RedisError| {
         AdminError::Unavailable(format!("Redis at {url} ({e}); nothing was changed"))
     };
-    let client = redis::Client::open(url.as_str()).map_err(unavailable)?;
+    let client = redis::Client::open(url).map_err(unavailable)?;
     let mut conn = client
         .get_multiplexed_async_connection()
         .await

@@ -3,14 +3,16 @@
 //! dashboard and its JSON API (`dashboard`).
 
 mod cache;
+mod config;
 mod dashboard;
 mod error;
 mod ops;
 mod output;
 
 use clap::{Parser, Subcommand};
+use config::AdminConfig;
 use error::AdminError;
-use rivulet_common::ch::ChConfig;
+use ops::Ops;
 use rivulet_common::registry::Registry;
 use serde_json::Value;
 
@@ -87,13 +89,16 @@ async fn main() {
     }
 }
 
-async fn registry() -> Result<Registry, AdminError> {
-    let cfg = ChConfig::from_env()?;
-    let db = cfg
-        .connect()
-        .await
-        .map_err(|e| AdminError::Unavailable(format!("ClickHouse at {}: {e}", cfg.url)))?;
-    Ok(Registry::new(db))
+/// The registry and its Redis, connected (ClickHouse is asked for its version).
+async fn ops() -> Result<Ops, AdminError> {
+    let cfg = AdminConfig::from_env()?;
+    let db = cfg.clickhouse.connect().await.map_err(|e| {
+        AdminError::Unavailable(format!("ClickHouse at {}: {e}", cfg.clickhouse.url))
+    })?;
+    Ok(Ops {
+        reg: Registry::new(db),
+        redis_url: cfg.redis_url,
+    })
 }
 
 async fn run(command: Command) -> Result<Value, AdminError> {
@@ -101,10 +106,11 @@ async fn run(command: Command) -> Result<Value, AdminError> {
         // Checked before connecting, so a missing token is the first thing one hears.
         let config = dashboard::DashboardConfig::from_env()?;
         rivulet_common::telemetry::init_logging();
-        dashboard::serve(config, registry().await?).await?;
+        dashboard::serve(config, ops().await?).await?;
         return Ok(Value::Null);
     }
-    let reg = registry().await?;
+    let ops = ops().await?;
+    let reg = &ops.reg;
     match command {
         Command::Serve => unreachable!("handled above"),
         Command::Migrate => {
@@ -116,23 +122,21 @@ async fn run(command: Command) -> Result<Value, AdminError> {
         }
         Command::Sites { command } => match command {
             SitesCommand::Create { domain, name } => Ok(output::site(
-                &ops::create_site(&reg, &domain, name.as_deref()).await?,
+                &ops.create_site(&domain, name.as_deref()).await?,
             )),
             SitesCommand::List => Ok(Value::Array(
                 reg.list_sites().await?.iter().map(output::site).collect(),
             )),
-            SitesCommand::Delete { site_id } => {
-                Ok(output::site(&ops::delete_site(&reg, site_id).await?))
-            }
+            SitesCommand::Delete { site_id } => Ok(output::site(&ops.delete_site(site_id).await?)),
         },
         Command::Keys { command } => match command {
             KeysCommand::Create { site_id } => {
-                let (key, rec) = ops::create_key(&reg, site_id).await?;
+                let (key, rec) = ops.create_key(site_id).await?;
                 Ok(output::new_key(&rec, &key))
             }
             KeysCommand::List { site_id } => {
-                let keys = ops::list_keys(&reg, site_id).await?;
-                let used = ops::last_used(&keys).await;
+                let keys = ops.list_keys(site_id).await?;
+                let used = ops.last_used(&keys).await;
                 Ok(Value::Array(
                     keys.iter()
                         .map(|k| {
@@ -145,8 +149,8 @@ async fn run(command: Command) -> Result<Value, AdminError> {
                 ))
             }
             KeysCommand::Revoke { key } => {
-                let rec = ops::find_key(&reg, &key).await?;
-                Ok(output::key(&ops::revoke_key(&reg, &rec).await?))
+                let rec = ops.find_key(&key).await?;
+                Ok(output::key(&ops.revoke_key(&rec).await?))
             }
         },
     }

@@ -2,6 +2,7 @@
 
 use crate::client_ip::TrustedProxies;
 use crate::request_body::Linger;
+use rivulet_common::ch::ChConfig;
 use rivulet_common::{config, kafka, CommonError};
 use std::time::Duration;
 
@@ -56,6 +57,8 @@ pub struct IngestConfig {
     pub negative_ttl_secs: u64,
     /// `SHUTDOWN_DRAIN_MS`, default 0: time between readiness turning 503 and closing the listener.
     pub shutdown_drain: Duration,
+    /// `CLICKHOUSE_*`: the registry of sites and keys, read on a cache miss.
+    pub clickhouse: ChConfig,
 }
 
 impl IngestConfig {
@@ -88,6 +91,7 @@ impl IngestConfig {
             redis_ttl_secs: config::parse("KEY_CACHE_REDIS_TTL_SECS", 300)?,
             negative_ttl_secs: config::parse("KEY_CACHE_NEGATIVE_TTL_SECS", 10)?,
             shutdown_drain: config::millis("SHUTDOWN_DRAIN_MS", 0)?,
+            clickhouse: ChConfig::from_env()?,
         })
     }
 }

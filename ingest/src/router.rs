@@ -10,6 +10,7 @@
 use crate::api::{ErrorReason, IngestError};
 use crate::handlers;
 use crate::request_body::RequestBody;
+use crate::sink::Sink;
 use crate::state::AppState;
 use axum::http::{header, HeaderMap, HeaderValue, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -72,7 +73,11 @@ impl Route {
 /// Handles one request: routes it, and gives it an id (the client's `X-Request-Id` if
 /// sane, else a new one, echoed in the response), a tracing span, and its metrics.
 /// Never logs bodies: they carry API keys.
-pub async fn handle<B: RequestBody>(st: AppState, peer: SocketAddr, req: Request<B>) -> Response {
+pub async fn handle<S: Sink, B: RequestBody>(
+    st: AppState<S>,
+    peer: SocketAddr,
+    req: Request<B>,
+) -> Response {
     let start = Instant::now();
     let route = Route::of(req.uri().path());
     let request_id = request_id(req.headers());
@@ -109,8 +114,8 @@ pub async fn handle<B: RequestBody>(st: AppState, peer: SocketAddr, req: Request
     resp
 }
 
-async fn dispatch<B: RequestBody>(
-    st: &AppState,
+async fn dispatch<S: Sink, B: RequestBody>(
+    st: &AppState<S>,
     route: Route,
     peer: SocketAddr,
     req: Request<B>,

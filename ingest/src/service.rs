@@ -9,7 +9,6 @@ use crate::sink::{KafkaSettings, KafkaSink};
 use crate::state::{AppState, Shared};
 use crate::{listener, router};
 use metrics_exporter_prometheus::PrometheusHandle;
-use rivulet_common::ch::ChConfig;
 use rivulet_common::registry::Registry;
 use rivulet_common::CommonError;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,7 +35,7 @@ impl Ingest {
     /// not-ready) while a dependency is still coming up.
     pub fn build(cfg: IngestConfig) -> Result<Self, CommonError> {
         let redis = Arc::new(RedisLink::new(&cfg.redis_url)?);
-        let registry = Registry::new(ChConfig::from_env()?.connect_lazy());
+        let registry = Registry::new(cfg.clickhouse.connect_lazy());
         let auth = Arc::new(Auth::new(
             redis.clone(),
             registry,

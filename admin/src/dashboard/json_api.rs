@@ -5,7 +5,7 @@ use super::respond::ApiError;
 use super::stats;
 use super::stats::now_secs;
 use super::AppState;
-use crate::{ops, output};
+use crate::output;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -28,7 +28,7 @@ pub async fn create_site(
     State(st): State<AppState>,
     Json(f): Json<NewSite>,
 ) -> Result<Response, ApiError> {
-    let site = ops::create_site(&st.reg, &f.domain, f.name.as_deref()).await?;
+    let site = st.ops.create_site(&f.domain, f.name.as_deref()).await?;
     Ok((StatusCode::CREATED, Json(output::site(&site))).into_response())
 }
 
@@ -36,24 +36,22 @@ pub async fn get_site(
     State(st): State<AppState>,
     Path(site_id): Path<u32>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(output::site(&ops::site(&st.reg, site_id).await?)))
+    Ok(Json(output::site(&st.ops.site(site_id).await?)))
 }
 
 pub async fn delete_site(
     State(st): State<AppState>,
     Path(site_id): Path<u32>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(output::site(
-        &ops::delete_site(&st.reg, site_id).await?,
-    )))
+    Ok(Json(output::site(&st.ops.delete_site(site_id).await?)))
 }
 
 pub async fn list_keys(
     State(st): State<AppState>,
     Path(site_id): Path<u32>,
 ) -> Result<Json<Value>, ApiError> {
-    let keys = ops::list_keys(&st.reg, site_id).await?;
-    let used = ops::last_used(&keys).await;
+    let keys = st.ops.list_keys(site_id).await?;
+    let used = st.ops.last_used(&keys).await;
     Ok(Json(Value::Array(
         keys.iter()
             .map(|k| output::key_used(k, used.as_ref().and_then(|u| u.get(&k.key_id).copied())))
@@ -65,7 +63,7 @@ pub async fn create_key(
     State(st): State<AppState>,
     Path(site_id): Path<u32>,
 ) -> Result<Response, ApiError> {
-    let (key, rec) = ops::create_key(&st.reg, site_id).await?;
+    let (key, rec) = st.ops.create_key(site_id).await?;
     Ok((StatusCode::CREATED, Json(output::new_key(&rec, &key))).into_response())
 }
 
@@ -73,14 +71,14 @@ pub async fn revoke_key(
     State(st): State<AppState>,
     Path((site_id, key_id)): Path<(u32, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let rec = ops::site_key(&st.reg, site_id, &key_id).await?;
-    Ok(Json(output::key(&ops::revoke_key(&st.reg, &rec).await?)))
+    let rec = st.ops.site_key(site_id, &key_id).await?;
+    Ok(Json(output::key(&st.ops.revoke_key(&rec).await?)))
 }
 
 pub async fn overview(
     State(st): State<AppState>,
     Path(site_id): Path<u32>,
 ) -> Result<Json<stats::Overview>, ApiError> {
-    ops::site(&st.reg, site_id).await?;
+    st.ops.site(site_id).await?;
     Ok(Json(stats::load(&st.db, site_id, now_secs()).await?))
 }

@@ -18,6 +18,7 @@ mod sites;
 mod stats;
 
 use crate::error::AdminError;
+use crate::ops::Ops;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue};
 use axum::middleware::{self, Next};
@@ -69,6 +70,7 @@ impl DashboardConfig {
 }
 
 pub struct Dashboard {
+    pub ops: Ops,
     pub reg: Registry,
     /// `events`, for the Overview.
     pub db: Db,
@@ -77,10 +79,11 @@ pub struct Dashboard {
 
 pub type AppState = Arc<Dashboard>;
 
-pub async fn serve(cfg: DashboardConfig, reg: Registry) -> Result<(), AdminError> {
+pub async fn serve(cfg: DashboardConfig, ops: Ops) -> Result<(), AdminError> {
     let state: AppState = Arc::new(Dashboard {
-        db: reg.db().clone(),
-        reg,
+        db: ops.reg.db().clone(),
+        reg: ops.reg.clone(),
+        ops,
         sessions: session::Sessions::new(&cfg),
     });
     let listener = tokio::net::TcpListener::bind(cfg.addr)

@@ -7,7 +7,6 @@ use super::session::SessionCtx;
 use super::stats::now_secs;
 use super::stats::{self, Count};
 use super::{chart, AppState};
-use crate::ops;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::Extension;
@@ -18,7 +17,7 @@ pub async fn page(
     Path(site_id): Path<u32>,
     Extension(session): Extension<SessionCtx>,
 ) -> Result<Response, PageError> {
-    let site = ops::site(&st.reg, site_id).await?;
+    let site = st.ops.site(site_id).await?;
     let o = stats::load(&st.db, site_id, now_secs()).await?;
     let body = html! {
         (layout::site_header(&site, SiteTab::Overview))

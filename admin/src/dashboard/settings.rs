@@ -6,7 +6,6 @@ use super::respond::PageError;
 use super::session::{NewKey, SessionCtx};
 use super::AppState;
 use crate::error::AdminError;
-use crate::ops;
 use crate::output::KEY_WARNING;
 use axum::extract::{Form, Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -25,7 +24,7 @@ pub async fn general(
     Extension(session): Extension<SessionCtx>,
     Query(q): Query<GeneralQuery>,
 ) -> Result<Response, PageError> {
-    let site = ops::site(&st.reg, site_id).await?;
+    let site = st.ops.site(site_id).await?;
     let body = html! {
         (layout::site_header(&site, SiteTab::General))
         (layout::notice(q.saved.map(|_| "Saved.".to_string())))
@@ -68,7 +67,9 @@ pub async fn update(
     Path(site_id): Path<u32>,
     Form(f): Form<SiteForm>,
 ) -> Result<Response, PageError> {
-    ops::update_site(&st.reg, site_id, &f.domain, Some(&f.name)).await?;
+    st.ops
+        .update_site(site_id, &f.domain, Some(&f.name))
+        .await?;
     Ok(Redirect::to(&format!("/sites/{site_id}/settings?saved=1")).into_response())
 }
 
@@ -83,7 +84,7 @@ pub async fn delete(
     Path(site_id): Path<u32>,
     Form(f): Form<DeleteForm>,
 ) -> Result<Response, PageError> {
-    let site = ops::site(&st.reg, site_id).await?;
+    let site = st.ops.site(site_id).await?;
     if f.confirm.trim() != site.domain {
         return Err(AdminError::Usage(format!(
             "The site was not deleted: to confirm, type its domain ({}) exactly.",
@@ -91,7 +92,7 @@ pub async fn delete(
         ))
         .into());
     }
-    ops::delete_site(&st.reg, site_id).await?;
+    st.ops.delete_site(site_id).await?;
     tracing::info!(site_id, "site deleted from the dashboard");
     Ok(Redirect::to(&format!("/sites?deleted={site_id}")).into_response())
 }
@@ -107,9 +108,9 @@ pub async fn api_key(
     Extension(session): Extension<SessionCtx>,
     Query(q): Query<ApiKeyQuery>,
 ) -> Result<Response, PageError> {
-    let site = ops::site(&st.reg, site_id).await?;
-    let keys = ops::list_keys(&st.reg, site_id).await?;
-    let used = ops::last_used(&keys).await;
+    let site = st.ops.site(site_id).await?;
+    let keys = st.ops.list_keys(site_id).await?;
+    let used = st.ops.last_used(&keys).await;
     let new_key = st.sessions.take_new_key(&session, site_id);
     let revoked = q
         .revoked
@@ -191,7 +192,7 @@ pub async fn generate_key(
     Path(site_id): Path<u32>,
     Extension(session): Extension<SessionCtx>,
 ) -> Result<Response, PageError> {
-    let (key, rec) = ops::create_key(&st.reg, site_id).await?;
+    let (key, rec) = st.ops.create_key(site_id).await?;
     tracing::info!(site_id, key_id = %rec.key_id, "API key generated from the dashboard");
     // Shown by the next GET of the API Key tab and then forgotten (post/redirect/get, so
     // a reload neither shows the key again nor makes another one).
@@ -210,8 +211,8 @@ pub async fn revoke_key(
     State(st): State<AppState>,
     Path((site_id, key_id)): Path<(u32, String)>,
 ) -> Result<Response, PageError> {
-    let rec = ops::site_key(&st.reg, site_id, &key_id).await?;
-    ops::revoke_key(&st.reg, &rec).await?;
+    let rec = st.ops.site_key(site_id, &key_id).await?;
+    st.ops.revoke_key(&rec).await?;
     tracing::info!(site_id, key_id = %key_id, "API key revoked from the dashboard");
     Ok(Redirect::to(&format!(
         "/sites/{site_id}/settings/api-key?revoked={key_id}"

@@ -4,7 +4,6 @@ use super::layout::{self, csrf_field};
 use super::respond::PageError;
 use super::session::SessionCtx;
 use super::AppState;
-use crate::ops;
 use axum::extract::{Form, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Extension;
@@ -68,7 +67,7 @@ pub async fn create(
     State(st): State<AppState>,
     Form(f): Form<NewSite>,
 ) -> Result<Response, PageError> {
-    let site = ops::create_site(&st.reg, &f.domain, Some(&f.name)).await?;
+    let site = st.ops.create_site(&f.domain, Some(&f.name)).await?;
     tracing::info!(site_id = site.site_id, "site created from the dashboard");
     Ok(Redirect::to(&format!("/sites/{}/settings", site.site_id)).into_response())
 }
