@@ -225,6 +225,53 @@ pub fn effective_timestamp(client_ms: Option<i64>, received_ms: i64) -> i64 {
     }
 }
 
+/// The field limits are defined once, in [`LIMITS`]; the OpenAPI document served to
+/// clients and the Node.js SDK's own check must say the same.
+#[cfg(test)]
+mod limits_agree {
+    use super::LIMITS;
+    use std::collections::BTreeMap;
+
+    fn ours() -> BTreeMap<String, u64> {
+        LIMITS
+            .iter()
+            .map(|(f, n)| (f.to_string(), *n as u64))
+            .collect()
+    }
+
+    #[test]
+    fn the_openapi_document_has_the_validators_limits() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../openapi.json")).unwrap();
+        let props = doc["components"]["schemas"]["TrackRequest"]["properties"]
+            .as_object()
+            .expect("TrackRequest properties");
+        let documented: BTreeMap<String, u64> = props
+            .iter()
+            .filter_map(|(f, p)| Some((f.clone(), p["maxLength"].as_u64()?)))
+            .collect();
+        assert_eq!(documented, ours());
+    }
+
+    #[test]
+    fn the_node_sdk_has_the_validators_limits() {
+        let ts = include_str!("../../../sdk/node/src/validate.ts");
+        let start = ts
+            .find("export const LIMITS = {")
+            .expect("sdk/node/src/validate.ts exports LIMITS");
+        let block = &ts[start..start + ts[start..].find("} as const").expect("end of LIMITS")];
+        let sdk: BTreeMap<String, u64> = block
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let (field, n) = l.trim().trim_end_matches(',').split_once(':')?;
+                Some((field.trim().to_string(), n.trim().parse().ok()?))
+            })
+            .collect();
+        assert_eq!(sdk, ours());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
