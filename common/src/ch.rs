@@ -61,17 +61,22 @@ impl ChConfig {
     }
 
     /// A client with the safest settings, no database selected (for `CREATE DATABASE`).
-    /// On a cluster, every insert is durable before it is acknowledged: an insert into the
-    /// `Distributed` table is written to each shard synchronously
-    /// (`insert_distributed_sync`), and each shard's part reaches `insert_quorum`
-    /// replicas first. (Settings go as URL parameters: 18.16 has no `INSERT … SETTINGS`.)
     fn plain_client(&self) -> Client {
-        let mut client = Client::default()
+        Client::default()
             .with_url(&self.url)
             .with_user(&self.user)
             .with_password(&self.password)
             .with_compression(Compression::None)
-            .with_validation(false);
+            .with_validation(false)
+    }
+
+    /// `client` with the settings of the enricher's inserts into `events`. On a cluster an
+    /// insert is acknowledged only once it is durable: the `Distributed` table writes each
+    /// shard's rows synchronously (`insert_distributed_sync`), and each shard's part
+    /// reaches `insert_quorum` replicas first. (Settings go as URL parameters: 18.16 has
+    /// no `INSERT … SETTINGS`.)
+    fn events_client(&self, client: &Client) -> Client {
+        let mut client = client.clone();
         if self.topology.cluster().is_some() {
             client = client.with_option("insert_distributed_sync", "1");
         }
@@ -90,8 +95,10 @@ impl ChConfig {
     /// made without any I/O: for services that must start while ClickHouse is down and
     /// only run small queries (ingest's registry lookups).
     pub fn connect_lazy(&self) -> Db {
+        let client = self.plain_client().with_database(&self.database);
         Db {
-            client: self.plain_client().with_database(&self.database),
+            events: self.events_client(&client),
+            client,
             root: self.plain_client(),
             database: self.database.clone(),
             server_version: String::new(),
@@ -117,6 +124,7 @@ impl ChConfig {
                 Compression::None
             });
         Ok(Db {
+            events: self.events_client(&client),
             client,
             root: self.plain_client(),
             database: self.database.clone(),
@@ -130,6 +138,8 @@ impl ChConfig {
 #[derive(Clone)]
 pub struct Db {
     pub client: Client,
+    /// `client` with the durability settings of inserts into `events` (see `ChConfig`).
+    pub events: Client,
     /// Without a database selected; used by migrations to create it.
     pub root: Client,
     pub database: String,

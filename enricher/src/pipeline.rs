@@ -27,7 +27,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
-use rivulet_common::ch::Db;
+use rivulet_common::ch::{is_server_error, Db};
 use rivulet_common::schema::events::{self, EventRow};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -348,6 +348,7 @@ impl Pipeline {
             let started = Instant::now();
             let mut delay = Duration::from_millis(100);
             let mut failures = 0u32;
+            let mut quorum_waits = 0u32;
             loop {
                 let t = Instant::now();
                 match insert_row_binary(&db, &chunks).await {
@@ -365,6 +366,17 @@ impl Pipeline {
                             );
                         }
                         return;
+                    }
+                    // ClickHouse 18.16 runs one quorum insert per table at a time and
+                    // refuses the others at once: contention, not an outage. Try again
+                    // soon, at a random moment so that enrichers do not collide again.
+                    Err(e) if is_server_error(&e, QUORUM_BUSY) => {
+                        metrics::counter!("enricher_insert_quorum_waits_total").increment(1);
+                        quorum_waits += 1;
+                        if quorum_waits.is_multiple_of(100) {
+                            tracing::warn!(error = %e, quorum_waits, rows, "an insert keeps waiting for another quorum insert to finish");
+                        }
+                        tokio::time::sleep(Duration::from_millis(20 + rand_below(80))).await;
                     }
                     Err(e) => {
                         metrics::counter!("enricher_insert_failures_total").increment(1);
@@ -485,11 +497,23 @@ impl Pipeline {
     }
 }
 
+/// 286 UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE: another quorum insert into the table is
+/// still waiting for its quorum.
+const QUORUM_BUSY: &[u32] = &[286];
+
+/// A number in `0..n`, from the clock's nanoseconds: jitter needs no better randomness.
+fn rand_below(n: u64) -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    u64::from(nanos) % n
+}
+
 /// Inserts RowBinary rows (as written by `EventRow::write_row_binary`, in chunks that
 /// may split a row) into `events`.
 pub async fn insert_row_binary(db: &Db, chunks: &[Bytes]) -> Result<(), clickhouse::error::Error> {
     let mut insert = db
-        .client
+        .events
         .insert_formatted_with(events::insert_rowbinary())
         .with_timeouts(Some(Duration::from_secs(30)), Some(Duration::from_secs(60)));
     for chunk in chunks {

@@ -1,0 +1,307 @@
+//! Rivulet on a replicated Kafka and a sharded, replicated ClickHouse (`scripts/stack up
+//! --cluster`): run by `scripts/test-cluster` with `RIVULET_STACK_DIR` pointing at the
+//! cluster's stack, and never by a plain `cargo test` (the suite is `test = false` in
+//! Cargo.toml): against a single node these tests fail, they do not skip.
+//!
+//! - the migrations make `events` a Distributed table over replicated local tables, and
+//!   replicate the registry to every server;
+//! - the Overview's statements give on the cluster exactly what they give on the single
+//!   node for the same events (duplicates included), the single node being the stack in
+//!   the repository's `.stack` (scripts/test runs both);
+//! - an insert acknowledged by the cluster survives the loss of a replica of every shard
+//!   right after the acknowledgement;
+//! - ingest answers 200 while one broker of three is down, and 503, never 200, when two
+//!   are (`min.insync.replicas=2`).
+
+use rivulet_common::ch::ChConfig;
+use rivulet_common::schema::events::EventRow;
+use rivulet_common::schema::queries;
+use rivulet_tests::*;
+use serde_json::json;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// The cluster's ClickHouse servers, in the stack's order (`CLICKHOUSE_NODES`).
+fn nodes() -> Vec<(String, String)> {
+    let urls = env("CLICKHOUSE_NODES");
+    let names = env("RIVULET_CLICKHOUSE_NODE_NAMES");
+    assert!(
+        !env("CLICKHOUSE_CLUSTER").is_empty(),
+        "this suite runs against `scripts/stack up --cluster` (RIVULET_STACK_DIR={}): \
+         CLICKHOUSE_CLUSTER is not set there",
+        env("RIVULET_STACK_DIR")
+    );
+    let nodes: Vec<(String, String)> = names
+        .split(',')
+        .map(str::to_string)
+        .zip(urls.split(',').map(str::to_string))
+        .collect();
+    assert_eq!(nodes.len(), 4, "2 shards x 2 replicas: {nodes:?}");
+    nodes
+}
+
+/// One statement on one server over HTTP, answered as TSV.
+async fn on_node(url: &str, sql: &str) -> String {
+    let resp = http()
+        .post(format!("{url}/?database={}", env("CLICKHOUSE_DB")))
+        .body(sql.to_string())
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let status = resp.status();
+    let text = resp.text().await.unwrap();
+    assert!(status.is_success(), "{url}: {sql}: {text}");
+    text
+}
+
+/// The single node's environment (`.stack/env` of the repository).
+fn single_node() -> HashMap<String, String> {
+    let path = repo_root().join(".stack/env");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}: the single-node stack must run too (scripts/stack up)",
+            path.display()
+        )
+    });
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// A statement with its `?` bound to these values, as the clickhouse crate sends it.
+fn bound(sql: &str, values: &[u32]) -> String {
+    let mut out = String::new();
+    let mut values = values.iter();
+    for c in sql.chars() {
+        if c == '?' {
+            out.push_str(&values.next().expect("a value per ?").to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn rows_of(site_id: u32, n: u32, hour: u32) -> Vec<EventRow> {
+    let browsers = ["Chrome", "Firefox", "Safari", ""];
+    let countries = ["GB", "JP", "US", "DE", "FR", ""];
+    (0..n)
+        .map(|i| EventRow {
+            event_id: Uuid::new_v4(),
+            site_id,
+            timestamp: hour + (i * 37) % 7200,
+            received_at: hour + (i * 37) % 7200,
+            event_type: if i % 5 == 0 {
+                "custom_event".into()
+            } else {
+                "pageview".into()
+            },
+            event_name: if i % 5 == 0 {
+                format!("signup-{}", i % 3)
+            } else {
+                String::new()
+            },
+            pathname: format!("/page/{}", i % 13),
+            user_id: format!("visitor-{}", i % 41),
+            country: countries[i as usize % countries.len()].into(),
+            browser: browsers[i as usize % browsers.len()].into(),
+            device_type: ["Desktop", "Mobile", "Tablet"][i as usize % 3].into(),
+            is_bot: u8::from(i % 17 == 0),
+            ..EventRow::default()
+        })
+        .collect()
+}
+
+/// Inserts rows as the enricher does: RowBinary through `insert_row_binary`.
+async fn insert(db: &rivulet_common::ch::Db, rows: &[EventRow]) {
+    let mut data = Vec::new();
+    for r in rows {
+        r.write_row_binary(&mut data);
+    }
+    rivulet_enricher::pipeline::insert_row_binary(db, &[bytes::Bytes::from(data)])
+        .await
+        .expect("insert");
+}
+
+#[tokio::test]
+async fn the_schema_is_distributed_over_replicated_tables_and_the_registry_is_everywhere() {
+    let _ = db().await; // migrates
+    for (name, url) in nodes() {
+        let engines = on_node(
+            &url,
+            "SELECT name, engine FROM system.tables WHERE database = currentDatabase() ORDER BY name",
+        )
+        .await;
+        for want in [
+            "api_keys\tReplicatedReplacingMergeTree",
+            "events\tDistributed",
+            "events_local\tReplicatedReplacingMergeTree",
+            "schema_migrations\tReplicatedReplacingMergeTree",
+            "sites\tReplicatedReplacingMergeTree",
+        ] {
+            assert!(
+                engines.lines().any(|l| l == want),
+                "{name}: no {want} in\n{engines}"
+            );
+        }
+    }
+    // A site created through one server is read from every other one.
+    let (site_id, _) = site_with_key().await;
+    for (name, url) in nodes() {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let n = on_node(
+                &url,
+                &format!("SELECT count() FROM sites FINAL WHERE site_id = {site_id}"),
+            )
+            .await;
+            if n.trim() == "1" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{name} never got site {site_id}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_overview_answers_on_the_cluster_as_on_a_single_node() {
+    let cluster = db().await;
+    let single_env = single_node();
+    let single_url = single_env["CLICKHOUSE_URL"].clone();
+    let single = ChConfig {
+        url: single_url.clone(),
+        topology: rivulet_common::topology::Topology::SingleNode,
+        insert_quorum: 0,
+        ..ChConfig::from_env().unwrap()
+    }
+    .connect()
+    .await
+    .expect("the single-node ClickHouse");
+    rivulet_common::schema::migrations::migrate(&single)
+        .await
+        .unwrap();
+
+    // A site of our own; every event twice (a redelivery), some bots, over two hours.
+    let site_id = 3_000_000 + (Uuid::new_v4().as_u128() % 1_000_000) as u32;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as u32;
+    let since = now / 3600 * 3600 - 23 * 3600;
+    let rows = rows_of(site_id, 600, now / 3600 * 3600 - 3600);
+    for target in [&cluster, &single] {
+        insert(target, &rows).await;
+        insert(target, &rows).await;
+    }
+    let cluster_url = env("CLICKHOUSE_URL");
+    for st in queries::ALL
+        .iter()
+        .filter(|s| s.name.starts_with("overview_"))
+    {
+        let sql = bound(st.sql, &[site_id, since]);
+        let on_cluster = on_node(&cluster_url, &sql).await;
+        let on_single = on_node(&single_url, &sql).await;
+        assert!(!on_single.trim().is_empty(), "{}: no rows", st.name);
+        assert_eq!(on_cluster, on_single, "{}", st.name);
+    }
+    // And the documented exact count.
+    let exact = format!("SELECT count() FROM events FINAL WHERE site_id = {site_id}");
+    assert_eq!(on_node(&cluster_url, &exact).await.trim(), "600");
+    assert_eq!(on_node(&single_url, &exact).await.trim(), "600");
+}
+
+/// The replicas of each shard: `[(shard 1: r1, r2), (shard 2: r1, r2)]` by name and URL.
+fn shards() -> [[(String, String); 2]; 2] {
+    let n = nodes();
+    [[n[0].clone(), n[1].clone()], [n[2].clone(), n[3].clone()]]
+}
+
+#[tokio::test]
+async fn an_acknowledged_insert_survives_losing_a_replica_of_every_shard_right_after() {
+    let db = db().await;
+    let site_id = 4_000_000 + (Uuid::new_v4().as_u128() % 1_000_000) as u32;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as u32;
+    let rows = rows_of(site_id, 2000, now - 600);
+    insert(&db, &rows).await;
+    // At once, before anything else happens, one replica of each shard is gone: the one
+    // the insert entered through (clickhouse-s1r1, CLICKHOUSE_URL) and one of shard 2.
+    let [[s1r1, s1r2], [s2r1, s2r2]] = shards();
+    for (name, _) in [&s1r1, &s2r1] {
+        stack(&["kill", name]);
+    }
+    // The survivors alone must hold every row (read locally: no replication to wait for).
+    let local = format!("SELECT count() FROM events_local WHERE site_id = {site_id}");
+    let mut survived = 0u64;
+    for (name, url) in [&s1r2, &s2r2] {
+        let n: u64 = on_node(url, &local).await.trim().parse().unwrap();
+        eprintln!("{name} holds {n} of the rows");
+        survived += n;
+    }
+    for (name, _) in [&s1r1, &s2r1] {
+        stack(&["start", name]);
+    }
+    assert_eq!(survived, rows.len() as u64, "rows lost with a replica");
+}
+
+/// Posts one event; its status.
+async fn post_event(url: &str, site_id: u32, key: &str) -> u16 {
+    http()
+        .post(format!("{url}/api/track"))
+        .timeout(Duration::from_secs(15))
+        .json(&json!({"api_key": key, "site_id": site_id, "pathname": "/isr"}))
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn ingest_answers_200_with_one_broker_down_and_never_200_with_two() {
+    let (site_id, key) = site_with_key().await;
+    let ingest = start_ingest(&[("KAFKA_ACK_TIMEOUT_MS", "5000")]).await;
+    assert_eq!(post_event(&ingest.url, site_id, &key).await, 200);
+    let brokers: Vec<String> = env("RIVULET_KAFKA_NODE_NAMES")
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    assert_eq!(brokers.len(), 3, "{brokers:?}");
+
+    stack(&["stop", &brokers[2]]);
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        statuses.push(post_event(&ingest.url, site_id, &key).await);
+    }
+    eprintln!("one broker down: {statuses:?}");
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+
+    stack(&["stop", &brokers[1]]);
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        statuses.push(post_event(&ingest.url, site_id, &key).await);
+    }
+    eprintln!("two brokers down: {statuses:?}");
+    for b in [&brokers[1], &brokers[2]] {
+        stack(&["start", b]);
+    }
+    assert!(
+        statuses.iter().all(|s| *s == 503),
+        "with one in-sync replica left, every answer must be 503: {statuses:?}"
+    );
+    // And it recovers by itself.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while post_event(&ingest.url, site_id, &key).await != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "no 200 after the brokers returned"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
