@@ -24,6 +24,7 @@ WORKDIR /src
 # the build. Every workspace member must be here (cargo loads all their manifests).
 COPY Cargo.toml Cargo.lock ./
 COPY common ./common
+COPY admin ./admin
 COPY ingest ./ingest
 COPY enricher ./enricher
 COPY tests ./tests
@@ -42,13 +43,11 @@ RUN --mount=type=cache,id=rivulet-cargo-registry,target=/usr/local/cargo/registr
  && cp target/release/rivulet-ingest target/release/rivulet-enricher target/release/rivulet-admin /out/
 
 # --- user-agent rules ------------------------------------------------------------------
-# uap-core's regexes.yaml (Apache-2.0), from npm, pinned like scripts/stack does.
-FROM node:24-bookworm-slim AS uap-core
-ARG UAP_CORE_VERSION=0.18.0
-WORKDIR /uap
-RUN npm install --no-audit --no-fund --ignore-scripts --omit=dev "uap-core@${UAP_CORE_VERSION}" \
- && mkdir -p /out \
- && cp node_modules/uap-core/regexes.yaml node_modules/uap-core/LICENSE /out/
+# uap-core's regexes.yaml (Apache-2.0) at the revision pinned in scripts/uap-core/pin,
+# regenerated from PyPI's ua-parser-builtins wheel by the same script scripts/stack uses.
+FROM python:3.12-slim-bookworm AS uap-core
+COPY scripts/uap-core/ /uap/
+RUN bash /uap/install /out
 
 # --- runtime ---------------------------------------------------------------------------
 FROM debian:bookworm-slim AS runtime

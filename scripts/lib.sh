@@ -1,5 +1,6 @@
-# Shared by scripts/dev and scripts/test: load the stack's environment, run a service
-# in the background with a PID file, wait for an HTTP endpoint.
+# Shared by scripts/dev, scripts/run-services and scripts/test: load the stack's
+# environment, run a service in the background with a PID file, check that it is alive
+# and that its address is free, wait for an HTTP endpoint.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STACK_DIR=${RIVULET_STACK_DIR:-$ROOT/.stack}
@@ -22,16 +23,46 @@ start_service() {
   ) 2>/dev/null
 }
 
+# service_alive NAME: its PID file names a live process that is still a rivulet binary
+# (not a PID the kernel has since given to another program).
+service_alive() {
+  local pidfile=$STACK_DIR/run/$1.pid pid cmdline
+  [ -f "$pidfile" ] || return 1
+  pid=$(<"$pidfile")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+  [[ $cmdline == *rivulet-* ]]
+}
+
 stop_service() {
   local pidfile=$STACK_DIR/run/$1.pid pid
   [ -f "$pidfile" ] || return 0
   pid=$(cat "$pidfile")
-  if kill -0 "$pid" 2>/dev/null; then
+  if service_alive "$1"; then
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
     kill -KILL "$pid" 2>/dev/null || true
   fi
   rm -f "$pidfile"
+}
+
+# addr_in_use HOST:PORT — something accepts connections there.
+addr_in_use() {
+  local host=${1%:*} port=${1##*:}
+  (: <"/dev/tcp/$host/$port") 2>/dev/null
+}
+
+# require_free_addr SERVICE HOST:PORT VARIABLE — fails, saying which service cannot bind
+# and which variable moves it, when another program already listens on the address.
+require_free_addr() {
+  local name=$1 addr=$2 var=$3 listing holder
+  addr_in_use "$addr" || return 0
+  # ss names the holder when it can see it (root, or the same user).
+  listing=$(ss -Hltnp "sport = :${addr##*:}" 2>/dev/null) || listing=""
+  holder=$(sed -n 's/.*users:(("\([^"]*\)",pid=\([0-9]*\).*/ by \1 (pid \2)/p' <<<"$listing")
+  echo "$name cannot listen on $addr: the address is already in use${holder%%$'\n'*}." >&2
+  echo "Stop that program, or move $name with $var, for example: $var=${addr%:*}:$(( ${addr##*:} + 10 )) ${RIVULET_CALLER:-scripts/$(basename "$0")}" >&2
+  return 1
 }
 
 wait_http() { # wait_http URL SECONDS

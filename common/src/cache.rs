@@ -41,12 +41,14 @@ pub const SITE_ID_SEQUENCE: &str = "rivulet:site_id_seq";
 
 /// Raises the counter to at least `floor` (the registry's current maximum, in case Redis
 /// lost the counter) and increments it, atomically: concurrent creators get distinct ids.
+#[cfg(feature = "redis")]
 const NEXT_SITE_ID: &str = r"
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
 local floor = tonumber(ARGV[1])
 if cur < floor then redis.call('SET', KEYS[1], floor) end
 return redis.call('INCR', KEYS[1])";
 
+#[cfg(feature = "redis")]
 pub async fn next_site_id<C: redis::aio::ConnectionLike>(
     conn: &mut C,
     floor: u32,

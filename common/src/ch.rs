@@ -5,6 +5,8 @@
 //! LZ4 framing makes 18.16 return empty results; both are switched on only for servers
 //! that support them (decided from `SELECT version()`), unless set explicitly.
 
+use crate::schema::queries;
+use crate::topology::Topology;
 use crate::{config, CommonError};
 use clickhouse::{Client, Compression};
 
@@ -18,6 +20,15 @@ pub struct ChConfig {
     pub validation: Option<bool>,
     /// `CLICKHOUSE_COMPRESSION`: `auto` (default), `lz4`, `none`.
     pub lz4: Option<bool>,
+    /// `CLICKHOUSE_CLUSTER`: a single server, or the cluster the schema spans.
+    pub topology: Topology,
+    /// `CLICKHOUSE_INSERT_QUORUM`: how many replicas of a shard must have an insert before
+    /// it is acknowledged. Default 2 on a cluster (an acknowledged insert survives the loss
+    /// of a replica), none on a single server. 0 or 1 turns the quorum off.
+    pub insert_quorum: u32,
+    /// `CLICKHOUSE_INSERT_QUORUM_TIMEOUT_MS`, default 10000: how long an insert waits for
+    /// its quorum before it fails (and is retried).
+    pub insert_quorum_timeout_ms: u64,
 }
 
 impl ChConfig {
@@ -32,6 +43,7 @@ impl ChConfig {
                 ))),
             }
         };
+        let topology = Topology::from_env()?;
         Ok(ChConfig {
             url: config::string("CLICKHOUSE_URL", "http://127.0.0.1:18123"),
             database: config::string("CLICKHOUSE_DB", "rivulet"),
@@ -39,17 +51,39 @@ impl ChConfig {
             password: config::optional("CLICKHOUSE_PASSWORD").unwrap_or_default(),
             validation: tri("CLICKHOUSE_VALIDATION", "on", "off")?,
             lz4: tri("CLICKHOUSE_COMPRESSION", "lz4", "none")?,
+            insert_quorum: config::parse(
+                "CLICKHOUSE_INSERT_QUORUM",
+                if topology.cluster().is_some() { 2 } else { 0 },
+            )?,
+            insert_quorum_timeout_ms: config::parse("CLICKHOUSE_INSERT_QUORUM_TIMEOUT_MS", 10_000)?,
+            topology,
         })
     }
 
     /// A client with the safest settings, no database selected (for `CREATE DATABASE`).
+    /// On a cluster, every insert is durable before it is acknowledged: an insert into the
+    /// `Distributed` table is written to each shard synchronously
+    /// (`insert_distributed_sync`), and each shard's part reaches `insert_quorum`
+    /// replicas first. (Settings go as URL parameters: 18.16 has no `INSERT … SETTINGS`.)
     fn plain_client(&self) -> Client {
-        Client::default()
+        let mut client = Client::default()
             .with_url(&self.url)
             .with_user(&self.user)
             .with_password(&self.password)
             .with_compression(Compression::None)
-            .with_validation(false)
+            .with_validation(false);
+        if self.topology.cluster().is_some() {
+            client = client.with_option("insert_distributed_sync", "1");
+        }
+        if self.insert_quorum > 1 {
+            client = client
+                .with_option("insert_quorum", self.insert_quorum.to_string())
+                .with_option(
+                    "insert_quorum_timeout",
+                    self.insert_quorum_timeout_ms.to_string(),
+                );
+        }
+        client
     }
 
     /// A client with settings every server accepts (no validation, no compression),
@@ -61,6 +95,7 @@ impl ChConfig {
             root: self.plain_client(),
             database: self.database.clone(),
             server_version: String::new(),
+            topology: self.topology.clone(),
         }
     }
 
@@ -68,7 +103,7 @@ impl ChConfig {
     pub async fn connect(&self) -> Result<Db, CommonError> {
         let version: String = self
             .plain_client()
-            .query("SELECT version()")
+            .query(queries::SERVER_VERSION)
             .fetch_one()
             .await?;
         let modern = server_is_modern(&version);
@@ -86,6 +121,7 @@ impl ChConfig {
             root: self.plain_client(),
             database: self.database.clone(),
             server_version: version,
+            topology: self.topology.clone(),
         })
     }
 }
@@ -98,6 +134,7 @@ pub struct Db {
     pub root: Client,
     pub database: String,
     pub server_version: String,
+    pub topology: Topology,
 }
 
 /// Servers from 22.x on know the settings the crate's validation sends and its LZ4 framing.

@@ -5,10 +5,13 @@ use thiserror::Error;
 pub enum CommonError {
     #[error("configuration: {0}")]
     Config(String),
+    #[cfg(feature = "clickhouse")]
     #[error("ClickHouse: {0}")]
     ClickHouse(#[from] clickhouse::error::Error),
+    #[cfg(feature = "redis")]
     #[error("Redis: {0}")]
     Redis(#[from] redis::RedisError),
+    #[cfg(feature = "kafka")]
     #[error("Kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
     #[error("{0}")]

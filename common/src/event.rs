@@ -1,11 +1,10 @@
-//! The events that move through Rivulet.
+//! The event message that moves from ingest to the enricher.
 //!
-//! `TrackEvent` is a validated tracking event as a client sent it (spec §2.1). `RawEvent`
-//! is what ingest publishes to Kafka: the validated fields plus what the server decided
-//! (`event_id`, times, the client IP and user agent chosen by the rules, the key's id).
+//! `RawEvent` is what ingest publishes to Kafka: a validated tracking event's fields plus
+//! what the server decided (`event_id`, times, the client IP and user agent chosen by the
+//! rules, the key's id). The enricher reads it back.
 
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 use uuid::Uuid;
 
 /// Version of the `RawEvent` message format. The enricher sends any other to the DLQ.
@@ -25,31 +24,6 @@ impl EventType {
             EventType::CustomEvent => "custom_event",
         }
     }
-}
-
-/// A tracking event that passed validation, its strings borrowed from the request body
-/// where they were. The API key is not part of it: it is checked and dropped at the door.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TrackEvent<'a> {
-    pub site_id: u32,
-    pub event_type: EventType,
-    pub event_name: Option<Cow<'a, str>>,
-    pub properties: Option<Cow<'a, str>>,
-    pub pathname: Option<Cow<'a, str>>,
-    pub hostname: Option<Cow<'a, str>>,
-    pub querystring: Option<Cow<'a, str>>,
-    pub page_title: Option<Cow<'a, str>>,
-    pub referrer: Option<Cow<'a, str>>,
-    pub user_id: Option<Cow<'a, str>>,
-    pub user_agent: Option<Cow<'a, str>>,
-    /// Normalised (`2001:0db8::0001` → `2001:db8::1`).
-    pub ip_address: Option<String>,
-    pub language: Option<Cow<'a, str>>,
-    pub screen_width: Option<u16>,
-    pub screen_height: Option<u16>,
-    pub event_id: Option<Uuid>,
-    /// Client-supplied event time, epoch milliseconds, already checked to be well-formed.
-    pub timestamp_ms: Option<i64>,
 }
 
 /// The Kafka message value on `events.raw` (JSON, `"v":1`).

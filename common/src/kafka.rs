@@ -1,6 +1,7 @@
 //! Kafka settings shared by producer and consumers.
 
 use crate::config;
+#[cfg(feature = "kafka")]
 use rdkafka::ClientConfig;
 
 pub const DEFAULT_TOPIC_RAW: &str = "events.raw";
@@ -19,6 +20,7 @@ pub fn topic_dlq() -> String {
 }
 
 /// A client configuration with the brokers set and librdkafka's own logs quietened.
+#[cfg(feature = "kafka")]
 pub fn base_config() -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", brokers())

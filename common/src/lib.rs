@@ -1,19 +1,26 @@
-//! Shared by `rivulet-ingest`, `rivulet-enricher` and `rivulet-admin`: the raw event and
-//! its validation, API keys, the sites/keys registry in ClickHouse, schema migrations,
-//! cache naming in Redis, Kafka settings and configuration from the environment.
+//! What two or more of Rivulet's crates use: the raw event message, API keys and their
+//! registry, the ClickHouse schema and client settings, the topology, Redis names, Kafka
+//! settings, configuration from the environment, logs, metrics and health endpoints.
+//!
+//! Client libraries are behind features, so that a crate links only what it uses:
+//! `clickhouse` (the client, the schema, the registry), `kafka` (rdkafka settings) and
+//! `redis` (site ids from a Redis counter).
 
 pub mod cache;
+#[cfg(feature = "clickhouse")]
 pub mod ch;
 pub mod config;
 pub mod error;
 pub mod event;
-pub mod event_body;
+pub mod health;
 pub mod kafka;
 pub mod keys;
-pub mod migrations;
+#[cfg(feature = "clickhouse")]
 pub mod registry;
+#[cfg(feature = "clickhouse")]
+pub mod schema;
 pub mod shutdown;
 pub mod telemetry;
-pub mod validate;
+pub mod topology;
 
 pub use error::CommonError;

@@ -6,7 +6,8 @@
 
 use crate::ch::Db;
 use crate::keys::{ApiKey, KeyHash};
-use crate::migrations::now_secs;
+use crate::schema::migrations::now_secs;
+use crate::schema::queries;
 use crate::CommonError;
 use clickhouse::Row;
 use serde::{Deserialize, Serialize};
@@ -79,6 +80,7 @@ impl Registry {
 
     /// Registers a site under a new id. Ids come from a Redis counter (floored at the
     /// registry's maximum), so concurrent creators never get the same one.
+    #[cfg(feature = "redis")]
     pub async fn create_site<C: redis::aio::ConnectionLike>(
         &self,
         redis: &mut C,
@@ -99,7 +101,7 @@ impl Registry {
         let max: u32 = self
             .db
             .client
-            .query("SELECT max(site_id) FROM sites")
+            .query(queries::SITES_MAX_ID)
             .fetch_one()
             .await?;
         let site_id = crate::cache::next_site_id(redis, max).await?;
@@ -127,7 +129,7 @@ impl Registry {
         Ok(self
             .db
             .client
-            .query("SELECT ?fields FROM sites FINAL WHERE deleted = 0 ORDER BY site_id")
+            .query(queries::SITES_ACTIVE)
             .fetch_all()
             .await?)
     }
@@ -137,7 +139,7 @@ impl Registry {
         Ok(self
             .db
             .client
-            .query("SELECT ?fields FROM sites FINAL WHERE site_id = ? AND deleted = 0")
+            .query(queries::SITE_BY_ID)
             .bind(site_id)
             .fetch_optional()
             .await?)
@@ -187,9 +189,7 @@ impl Registry {
         Ok(self
             .db
             .client
-            .query(
-                "SELECT ?fields FROM api_keys FINAL WHERE site_id = ? ORDER BY created_at, key_id",
-            )
+            .query(queries::KEYS_OF_SITE)
             .bind(site_id)
             .fetch_all()
             .await?)
@@ -199,7 +199,7 @@ impl Registry {
         Ok(self
             .db
             .client
-            .query("SELECT ?fields FROM api_keys FINAL WHERE key_hash = ?")
+            .query(queries::KEY_BY_HASH)
             .bind(hash.0.as_str())
             .fetch_optional()
             .await?)
@@ -209,7 +209,7 @@ impl Registry {
         Ok(self
             .db
             .client
-            .query("SELECT ?fields FROM api_keys FINAL WHERE key_id = ?")
+            .query(queries::KEY_BY_ID)
             .bind(key_id)
             .fetch_optional()
             .await?)

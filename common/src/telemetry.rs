@@ -10,6 +10,13 @@ use tracing_subscriber::EnvFilter;
 /// How often histogram samples are folded into their buckets.
 const METRICS_UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
+/// The process's Prometheus recorder, installed on first use with these histogram
+/// buckets (a later caller's buckets are ignored: one recorder serves the process).
+pub fn prometheus(buckets: &[f64]) -> PrometheusHandle {
+    static HANDLE: std::sync::OnceLock<PrometheusHandle> = std::sync::OnceLock::new();
+    HANDLE.get_or_init(|| install_prometheus(buckets)).clone()
+}
+
 /// Installs the process's Prometheus recorder, with these histogram buckets, and a
 /// thread that folds recorded histogram samples into their buckets every 5 s.
 ///

@@ -5,8 +5,8 @@
 //! - `GEOIP_BENCH_DB`: comma-separated MMDB path(s), e.g. the DB-IP v4,v6 pair, benched
 //!   with random public addresses in addition to MaxMind's small test database.
 //! - `UA_REGEXES`: uap-core's `regexes.yaml` (default: the one `scripts/stack` installs).
-//! - `RIVULET_GEO_TESTDATA`: folder of MaxMind's test databases (default:
-//!   `shared/testdata/geo` beside the repository).
+//! - `RIVULET_GEO_TESTDATA`: folder of MaxMind's test databases (default: the
+//!   repository's `testdata/geo`).
 
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -49,15 +49,13 @@ fn manifest_relative(path: &str) -> PathBuf {
 fn ua_regexes() -> PathBuf {
     std::env::var_os("UA_REGEXES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            manifest_relative("../.stack/dist/npm/node_modules/uap-core/regexes.yaml")
-        })
+        .unwrap_or_else(|| manifest_relative("../.stack/dist/uap-core/regexes.yaml"))
 }
 
 fn geo_testdata() -> PathBuf {
     std::env::var_os("RIVULET_GEO_TESTDATA")
         .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_relative("../../shared/testdata/geo"))
+        .unwrap_or_else(|| manifest_relative("../testdata/geo"))
 }
 
 /// Deterministic pseudo-random public-looking addresses (xorshift), 3 IPv4 : 1 IPv6.

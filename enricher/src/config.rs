@@ -1,5 +1,6 @@
 //! Enricher configuration from the environment (see README, "Configuration").
 
+use rivulet_common::ch::ChConfig;
 use rivulet_common::{config, kafka, CommonError};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use std::time::Duration;
 pub struct EnricherConfig {
     /// `ENRICHER_ADDR`, default `127.0.0.1:3001`: health and metrics.
     pub addr: String,
+    /// `KAFKA_BROKERS`, `KAFKA_TOPIC_RAW`, `KAFKA_TOPIC_DLQ`.
     pub brokers: String,
     pub topic: String,
     pub dlq_topic: String,
@@ -35,6 +37,8 @@ pub struct EnricherConfig {
     pub batch_max_age: Duration,
     /// `INSERT_RETRY_MAX_MS`, default 5000: cap of the exponential backoff of inserts.
     pub insert_retry_max: Duration,
+    /// `CLICKHOUSE_*`: where rows go.
+    pub clickhouse: ChConfig,
 }
 
 pub const DEFAULT_VISITOR_SECRET: &str = "rivulet-dev-secret-change-me";
@@ -68,6 +72,7 @@ impl EnricherConfig {
             batch_max_bytes: config::parse("BATCH_MAX_BYTES", 8 * 1024 * 1024)?,
             batch_max_age: config::millis("BATCH_MAX_AGE_MS", 1000)?,
             insert_retry_max: config::millis("INSERT_RETRY_MAX_MS", 5000)?,
+            clickhouse: ChConfig::from_env()?,
         })
     }
 }

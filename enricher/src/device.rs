@@ -164,6 +164,14 @@ impl DeviceParser {
         )
     }
 
+    /// uap's device family of a user agent (trimmed like [`DeviceParser::parse`] does),
+    /// `""` when uap has none (`Other`). Not stored: it is one of the inputs of
+    /// `device_type`. Uncached; for tests and diagnostics.
+    pub fn device_family(&self, user_agent: &str) -> String {
+        let device = self.extractor.dev.extract(user_agent.trim());
+        device_family(device.as_ref()).to_string()
+    }
+
     fn cached(&self, user_agent: &str) -> Arc<UaInfo> {
         let Some(cache) = &self.cache else {
             self.misses.fetch_add(1, Ordering::Relaxed);
@@ -185,7 +193,7 @@ impl DeviceParser {
         let (browser, os, device) = self.extractor.extract(ua);
         let browser_family = browser.as_ref().map_or("", |b| known(&b.family));
         let os_family = os.as_ref().map_or("", |o| known(&o.os));
-        let device_family = device.as_ref().map_or("", |d| known(&d.device));
+        let device_family = device_family(device.as_ref());
         let model = device
             .as_ref()
             .and_then(|d| d.model.as_deref())
@@ -213,6 +221,10 @@ impl DeviceParser {
             },
         }
     }
+}
+
+fn device_family<'a>(device: Option<&'a ua_parser::device::ValueRef<'_>>) -> &'a str {
+    device.map_or("", |d| known(&d.device))
 }
 
 /// uap's placeholder for "no match" is `Other`.
@@ -364,7 +376,7 @@ mod tests {
 
     const DEFAULT_REGEXES: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../.stack/dist/npm/node_modules/uap-core/regexes.yaml"
+        "/../.stack/dist/uap-core/regexes.yaml"
     );
 
     /// Compiling the rules takes a moment; the tests share one parser.

@@ -498,7 +498,7 @@ fn region(country: &str, subdivision: &str) -> String {
 mod tests {
     use super::*;
 
-    const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/testdata/geo");
+    const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/geo");
 
     fn testdata(name: &str) -> PathBuf {
         let dir = std::env::var("RIVULET_GEO_TESTDATA").unwrap_or_else(|_| TESTDATA.to_string());

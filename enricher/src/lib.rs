@@ -1,14 +1,19 @@
-//! Rivulet's enricher: a Kafka consumer group that turns raw events into `events`
-//! rows in ClickHouse (`pipeline`), and the pure steps that turn a raw event into an `events` row
-//! (geo, device, channel, visitor and session ids), each unit-tested on its own.
+//! Rivulet's enricher: a Kafka consumer group that turns raw events into `events` rows in
+//! ClickHouse (`pipeline`), and the steps that make a row of a raw event (`enrich`: geo,
+//! device, channel, visitor and session ids), each unit-tested on its own.
 
 pub mod channel;
 pub mod config;
-pub mod decode;
 pub mod device;
+pub mod enrich;
+pub mod error;
 pub mod geo;
 pub mod identity;
+pub mod message;
 pub mod pipeline;
-pub mod row;
 pub mod server;
+mod service;
 pub mod session;
+
+pub use error::EnricherError;
+pub use service::run;

@@ -16,8 +16,8 @@
 //! splits an ongoing session in two at most.
 
 use crate::config::EnricherConfig;
-use crate::decode::{decode, Poison};
-use crate::row::{Enrichers, EventRow, COLUMNS};
+use crate::enrich::Enrichers;
+use crate::message::{decode, Poison};
 use crate::session::SessionTracker;
 use bytes::Bytes;
 use rdkafka::consumer::{
@@ -28,6 +28,7 @@ use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use rivulet_common::ch::Db;
+use rivulet_common::schema::events::{self, EventRow};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -489,7 +490,7 @@ impl Pipeline {
 pub async fn insert_row_binary(db: &Db, chunks: &[Bytes]) -> Result<(), clickhouse::error::Error> {
     let mut insert = db
         .client
-        .insert_formatted_with(format!("INSERT INTO events ({COLUMNS}) FORMAT RowBinary"))
+        .insert_formatted_with(events::insert_rowbinary())
         .with_timeouts(Some(Duration::from_secs(30)), Some(Duration::from_secs(60)));
     for chunk in chunks {
         // A cheap reference count: a retry sends the same chunks again.

@@ -1,18 +1,18 @@
 //! `/_liveness`, `/_readiness`, `/metrics`, and the probe that keeps their figures fresh:
 //! ClickHouse and Kafka reachability, consumer lag per partition, UA cache hit ratio.
 
+use crate::enrich::Enrichers;
 use crate::pipeline::{Health, RawConsumer};
-use crate::row::Enrichers;
 use axum::extract::State;
-use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use rdkafka::consumer::Consumer;
 use rdkafka::util::Timeout;
 use rivulet_common::ch::Db;
-use serde_json::json;
+use rivulet_common::health::{self, Readiness};
+use rivulet_common::schema::queries;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,8 +23,10 @@ pub struct ServerState {
     pub prometheus: PrometheusHandle,
 }
 
+/// The process's Prometheus recorder, with buckets for insert durations (seconds) and
+/// batch sizes (rows).
 pub fn prometheus() -> PrometheusHandle {
-    rivulet_common::telemetry::install_prometheus(&[
+    rivulet_common::telemetry::prometheus(&[
         0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 100.0, 1000.0, 10000.0,
         50000.0,
     ])
@@ -32,35 +34,26 @@ pub fn prometheus() -> PrometheusHandle {
 
 pub fn router(state: ServerState) -> Router {
     Router::new()
-        .route("/_liveness", get(|| async { "ok" }))
+        .route("/_liveness", get(|| async { health::liveness() }))
         .route("/_readiness", get(readiness))
-        .route("/metrics", get(render))
+        .route(
+            "/metrics",
+            get(|State(st): State<ServerState>| async move { health::metrics(&st.prometheus) }),
+        )
         .with_state(state)
 }
 
+/// Ready when Kafka and ClickHouse answer and no shutdown is under way.
 async fn readiness(State(st): State<ServerState>) -> Response {
     let h = &st.health;
-    let (kafka, ch, down) = (
-        h.kafka_ok.load(Ordering::Relaxed),
-        h.clickhouse_ok.load(Ordering::Relaxed),
-        h.shutting_down.load(Ordering::Relaxed),
-    );
-    let ready = kafka && ch && !down;
-    let status = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    let body = json!({"ready": ready, "kafka": kafka, "clickhouse": ch, "shutting_down": down,
-        "assigned_partitions": h.assigned_partitions.load(Ordering::Relaxed)});
-    (status, Json(body)).into_response()
-}
-
-async fn render(State(st): State<ServerState>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        st.prometheus.render(),
-    )
+    Readiness::new()
+        .check("kafka", h.kafka_ok.load(Ordering::Relaxed))
+        .check("clickhouse", h.clickhouse_ok.load(Ordering::Relaxed))
+        .shutting_down(h.shutting_down.load(Ordering::Relaxed))
+        .info(
+            "assigned_partitions",
+            h.assigned_partitions.load(Ordering::Relaxed),
+        )
         .into_response()
 }
 
@@ -74,7 +67,12 @@ pub async fn probe(
     enrichers: Arc<Enrichers>,
 ) {
     loop {
-        let ch_ok = db.client.query("SELECT 1").fetch_one::<u8>().await.is_ok();
+        let ch_ok = db
+            .client
+            .query(queries::SELECT_ONE)
+            .fetch_one::<u8>()
+            .await
+            .is_ok();
         if !ch_ok {
             health.clickhouse_ok.store(false, Ordering::Relaxed);
         } else if !health.clickhouse_ok.load(Ordering::Relaxed)

@@ -8,7 +8,8 @@
 use axum::body::Body;
 use libfuzzer_sys::fuzz_target;
 use rivulet_ingest::api::IngestError;
-use rivulet_ingest::decode::{decode_content, parse_event, read_body};
+use rivulet_ingest::event::fields::parse_event;
+use rivulet_ingest::request_body::{decode_content, read_body, Linger};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -48,7 +49,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let limit = 64 + usize::from(data[1]) * 256;
     let body = bytes::Bytes::copy_from_slice(&data[2..]);
-    let read = runtime().block_on(read_body(Body::from(body), limit, Duration::from_secs(5)));
+    let read = runtime().block_on(read_body(Body::from(body), limit, Duration::from_secs(5), Linger::NONE));
     let raw = match read {
         Ok(raw) => raw,
         Err(e) => return check(&e),
@@ -61,6 +62,6 @@ fuzz_target!(|data: &[u8]| {
     assert!(decoded.len() <= limit);
     match parse_event(&decoded) {
         Ok(_) => assert!(std::str::from_utf8(&decoded).is_ok()),
-        Err(e) => check(&e),
+        Err(e) => check(&IngestError::from(e)),
     }
 });

@@ -6,8 +6,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use rivulet_common::event::EventType;
-use rivulet_common::event_body::{parse_event, BodyError};
-use rivulet_common::validate::{validate_event, LIMITS};
+use rivulet_ingest::event::fields::{parse_event, BodyError};
+use rivulet_ingest::event::validate::{validate_event, LIMITS};
 use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,10 +1,11 @@
 //! The wire contract of ingest in one place: response bodies and the error enum, with
-//! each variant mapped to exactly one HTTP status (DESIGN.md's table).
+//! each variant mapped to exactly one HTTP status (docs/design.md, "Wire contract").
 
+use crate::event::fields::BodyError;
+use crate::event::validate::ValidationErrors;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use rivulet_common::validate::ValidationErrors;
 use serde::Serialize;
 use serde_json::json;
 use thiserror::Error;
@@ -34,6 +35,20 @@ pub enum IngestError {
     /// A dependency (Kafka, or the key registry on a cache miss) is unavailable: retry.
     #[error("Service temporarily unavailable: {0}. Retry later.")]
     Unavailable(&'static str),
+}
+
+/// A body that is not a JSON object. serde_json rejects invalid UTF-8, and its recursion
+/// limit (128) turns deeply nested input into an error rather than a stack overflow.
+impl From<BodyError> for IngestError {
+    fn from(e: BodyError) -> Self {
+        use serde_json::error::Category;
+        IngestError::InvalidJson(match e {
+            BodyError::Json(e) if e.classify() == Category::Eof => {
+                "the JSON body ended early".into()
+            }
+            e => e.to_string(),
+        })
+    }
 }
 
 /// Seconds a client should wait before retrying a 503.

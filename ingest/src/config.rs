@@ -1,6 +1,8 @@
 //! Ingest configuration, read once from the environment (see README, "Configuration").
 
 use crate::client_ip::TrustedProxies;
+use crate::request_body::Linger;
+use rivulet_common::ch::ChConfig;
 use rivulet_common::{config, kafka, CommonError};
 use std::time::Duration;
 
@@ -30,6 +32,10 @@ pub struct IngestConfig {
     /// `MAX_BATCH_BYTES`, default 1048576; `MAX_BATCH_EVENTS`, default 500.
     pub max_batch_bytes: usize,
     pub max_batch_events: usize,
+    /// `OVERSIZE_LINGER_BYTES`, default 268435456 (256 MiB), and `OVERSIZE_LINGER_MS`,
+    /// default 10000: after a 413, how much of the rest of the body is read and discarded
+    /// before the connection closes, so that a client still sending reads the 413.
+    pub oversize_linger: Linger,
     /// `REQUEST_BODY_TIMEOUT_MS`, default 10000: a client that does not finish its body in time gets 408.
     pub body_timeout: Duration,
     /// `HEADER_READ_TIMEOUT_MS`, default 10000: a request head not complete this long after
@@ -51,6 +57,8 @@ pub struct IngestConfig {
     pub negative_ttl_secs: u64,
     /// `SHUTDOWN_DRAIN_MS`, default 0: time between readiness turning 503 and closing the listener.
     pub shutdown_drain: Duration,
+    /// `CLICKHOUSE_*`: the registry of sites and keys, read on a cache miss.
+    pub clickhouse: ChConfig,
 }
 
 impl IngestConfig {
@@ -69,6 +77,10 @@ impl IngestConfig {
             max_body_bytes: config::parse("MAX_BODY_BYTES", 64 * 1024)?,
             max_batch_bytes: config::parse("MAX_BATCH_BYTES", 1024 * 1024)?,
             max_batch_events: config::parse("MAX_BATCH_EVENTS", 500)?,
+            oversize_linger: Linger {
+                max_bytes: config::parse("OVERSIZE_LINGER_BYTES", 256 << 20)?,
+                max_time: config::millis("OVERSIZE_LINGER_MS", 10_000)?,
+            },
             body_timeout: config::millis("REQUEST_BODY_TIMEOUT_MS", 10_000)?,
             header_read_timeout: config::millis("HEADER_READ_TIMEOUT_MS", 10_000)?,
             keep_alive_timeout: config::millis("KEEP_ALIVE_TIMEOUT_MS", 75_000)?,
@@ -79,6 +91,7 @@ impl IngestConfig {
             redis_ttl_secs: config::parse("KEY_CACHE_REDIS_TTL_SECS", 300)?,
             negative_ttl_secs: config::parse("KEY_CACHE_NEGATIVE_TTL_SECS", 10)?,
             shutdown_drain: config::millis("SHUTDOWN_DRAIN_MS", 0)?,
+            clickhouse: ChConfig::from_env()?,
         })
     }
 }

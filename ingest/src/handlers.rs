@@ -2,20 +2,20 @@
 
 use crate::api::{self, BatchItem, BatchResponse, IngestError};
 use crate::client_ip::client_ip;
-use crate::decode;
-use crate::router::RequestBody;
-use crate::sink::Record;
+use crate::event::fields::{self, EventFields, Events, Field, Item};
+use crate::event::validate::{effective_timestamp, validate_event, ValidationErrors};
+use crate::event::TrackEvent;
+use crate::request_body::{self, Linger, RequestBody};
+use crate::sink::{Record, Sink, SinkError};
 use crate::state::AppState;
 use axum::http::{header, HeaderMap, HeaderName, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use metrics::Counter;
-use rivulet_common::event::{RawEvent, TrackEvent, RAW_EVENT_VERSION};
-use rivulet_common::event_body::{EventFields, Events, Field, Item};
+use rivulet_common::event::{RawEvent, RAW_EVENT_VERSION};
+use rivulet_common::health::{self, Readiness};
 use rivulet_common::kafka::write_message_key;
-use rivulet_common::validate::{effective_timestamp, validate_event, ValidationErrors};
-use serde_json::json;
 use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -48,14 +48,29 @@ impl<'a> Origin<'a> {
         }
     }
 
-    /// The `User-Agent` header, cut to the event field's limit (512 characters).
+    /// The `User-Agent` header, cut to the event field's limit (512 characters); empty
+    /// when it is a Rivulet server SDK's own, which names the SDK, not the visitor.
     fn user_agent(&self) -> Cow<'a, str> {
-        let ua = self.user_agent.unwrap_or_default();
+        let ua = self
+            .user_agent
+            .filter(|ua| !is_server_sdk(ua))
+            .unwrap_or_default();
         match ua.char_indices().nth(512) {
             None => Cow::Borrowed(ua),
             Some((end, _)) => Cow::Borrowed(&ua[..end]),
         }
     }
+}
+
+/// Rivulet's server SDKs send `User-Agent: rivulet-<language>/<version>` (the Node.js SDK:
+/// `rivulet-node/0.2.0`). An event they send without a `user_agent` of its own is stored
+/// with none: empty device fields, not "Other", and not a bot.
+const SERVER_SDK_AGENT_PREFIX: &str = "rivulet-";
+
+fn is_server_sdk(user_agent: &str) -> bool {
+    user_agent
+        .get(..SERVER_SDK_AGENT_PREFIX.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(SERVER_SDK_AGENT_PREFIX))
 }
 
 /// `X-Forwarded-For` as one list: a header sent on several lines is their values joined
@@ -76,17 +91,26 @@ fn forwarded_for(headers: &HeaderMap) -> Option<Cow<'_, str>> {
 }
 
 /// The request body, read within `limit` and decoded (`Content-Encoding`).
-async fn read_body(
-    st: &AppState,
+async fn read_body<S: Sink>(
+    st: &AppState<S>,
     headers: &HeaderMap,
     body: impl RequestBody,
     limit: usize,
 ) -> Result<Bytes, IngestError> {
-    let raw = decode::read_body(body, limit, st.cfg.body_timeout).await?;
+    // A client waiting for `100 Continue` has sent nothing yet: it gets the 413 instead.
+    let expects_continue = headers
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let linger = if expects_continue {
+        Linger::NONE
+    } else {
+        st.cfg.oversize_linger
+    };
+    let raw = request_body::read_body(body, limit, st.cfg.body_timeout, linger).await?;
     let encoding = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok());
-    decode::decode_content(encoding, raw, limit)
+    request_body::decode_content(encoding, raw, limit)
 }
 
 fn now_ms() -> i64 {
@@ -95,11 +119,11 @@ fn now_ms() -> i64 {
 
 /// The Kafka message for a validated event: server-chosen id, times, IP and user agent.
 /// Its strings stay borrowed from the request until the message is written.
-fn raw_event<'a>(
+fn raw_event<'a, S: Sink>(
     ev: TrackEvent<'a>,
     key_id: &'a str,
     origin: &Origin<'a>,
-    st: &AppState,
+    st: &AppState<S>,
     received_at: i64,
 ) -> RawEvent<Cow<'a, str>> {
     let ip = match ev.ip_address {
@@ -136,7 +160,7 @@ fn raw_event<'a>(
 }
 
 /// The Kafka message of an event: keyed by visitor, JSON payload.
-fn record(raw: &RawEvent<Cow<'_, str>>) -> Result<Record, String> {
+fn record(raw: &RawEvent<Cow<'_, str>>) -> Result<Record, SinkError> {
     Record::build(
         |key| {
             let user_id = raw.user_id.as_deref();
@@ -144,20 +168,20 @@ fn record(raw: &RawEvent<Cow<'_, str>>) -> Result<Record, String> {
         },
         |payload| serde_json::to_writer(payload, raw),
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| SinkError::Encode(e.to_string()))
 }
 
-/// Publishes one event and waits for Kafka's ack.
-async fn publish(st: &AppState, raw: &RawEvent<Cow<'_, str>>) -> Result<(), String> {
-    st.sink
-        .publish(&record(raw)?)
-        .await
-        .map_err(|e| e.to_string())
+/// Publishes one event and waits until it is durable.
+async fn publish(sink: &impl Sink, raw: &RawEvent<Cow<'_, str>>) -> Result<(), SinkError> {
+    sink.publish(&record(raw)?).await
 }
 
-/// Publishes the events and waits for Kafka's acks: one outcome per event, in order.
-async fn publish_all(st: &AppState, raws: &[RawEvent<Cow<'_, str>>]) -> Vec<Result<(), String>> {
-    let mut outcomes: Vec<Result<(), String>> = Vec::with_capacity(raws.len());
+/// Publishes the events and waits until they are durable: one outcome per event, in order.
+async fn publish_all(
+    sink: &impl Sink,
+    raws: &[RawEvent<Cow<'_, str>>],
+) -> Vec<Result<(), SinkError>> {
+    let mut outcomes: Vec<Result<(), SinkError>> = Vec::with_capacity(raws.len());
     let mut records = Vec::with_capacity(raws.len());
     for raw in raws {
         match record(raw) {
@@ -168,10 +192,10 @@ async fn publish_all(st: &AppState, raws: &[RawEvent<Cow<'_, str>>]) -> Vec<Resu
             Err(e) => outcomes.push(Err(e)),
         }
     }
-    let mut acks = st.sink.publish_all(&records).await.into_iter();
+    let mut acks = sink.publish_all(&records).await.into_iter();
     for outcome in outcomes.iter_mut().filter(|o| o.is_ok()) {
         if let Some(Err(e)) = acks.next() {
-            *outcome = Err(e.to_string());
+            *outcome = Err(e);
         }
     }
     outcomes
@@ -179,8 +203,8 @@ async fn publish_all(st: &AppState, raws: &[RawEvent<Cow<'_, str>>]) -> Vec<Resu
 
 /// The key check (401/404) and then the key's rate limit (429): one unit per request,
 /// whether it carries one event or a batch.
-async fn admit(
-    st: &AppState,
+async fn admit<S: Sink>(
+    st: &AppState<S>,
     api_key: Option<&Field<'_>>,
     site_id: u32,
 ) -> Result<crate::auth::KeyInfo, IngestError> {
@@ -196,20 +220,20 @@ async fn admit(
     Ok(key)
 }
 
-pub async fn track(
-    st: &AppState,
+pub async fn track<S: Sink>(
+    st: &AppState<S>,
     peer: SocketAddr,
     req: Request<impl RequestBody>,
 ) -> Result<Response, IngestError> {
     let (head, body) = req.into_parts();
     let headers = &head.headers;
     let body = read_body(st, headers, body, st.cfg.max_body_bytes).await?;
-    let mut fields = decode::parse_event(&body)?;
+    let mut fields = fields::parse_event(&body)?;
     let api_key = fields.api_key.take();
     let ev = validate_event(fields).map_err(IngestError::InvalidPayload)?;
     let key = admit(st, api_key.as_ref(), ev.site_id).await?;
     let raw = raw_event(ev, &key.key_id, &Origin::new(peer, headers), st, now_ms());
-    if let Err(e) = publish(st, &raw).await {
+    if let Err(e) = publish(&*st.sink, &raw).await {
         tracing::warn!(error = %e, "event not acknowledged by Kafka");
         return Err(IngestError::Unavailable("the event could not be stored"));
     }
@@ -220,15 +244,15 @@ pub async fn track(
 /// `{api_key, site_id, events:[…]}`: one rate-limit unit, each event validated on its
 /// own. 200 when every valid event is in Kafka; 503 (with per-event results) if any
 /// could not be stored, so the client retries those with the same event_id.
-pub async fn track_batch(
-    st: &AppState,
+pub async fn track_batch<S: Sink>(
+    st: &AppState<S>,
     peer: SocketAddr,
     req: Request<impl RequestBody>,
 ) -> Result<Response, IngestError> {
     let (head, body) = req.into_parts();
     let headers = &head.headers;
     let body = read_body(st, headers, body, st.cfg.max_batch_bytes).await?;
-    let batch = decode::parse_batch(&body)?;
+    let batch = fields::parse_batch(&body)?;
     let events = match batch.events {
         Some(Events::List(events)) if events.len() <= st.cfg.max_batch_events => events,
         other => {
@@ -270,7 +294,7 @@ pub async fn track_batch(
         }
     }
     let (places, raws): (Vec<usize>, Vec<RawEvent<Cow<str>>>) = pending.into_iter().unzip();
-    let outcomes = publish_all(st, &raws).await;
+    let outcomes = publish_all(&*st.sink, &raws).await;
     let (mut accepted, mut failed) = (0, 0);
     for ((i, raw), outcome) in places.into_iter().zip(raws).zip(outcomes) {
         let event_id = raw.event_id.to_string();
@@ -281,7 +305,10 @@ pub async fn track_batch(
             }
             Err(error) => {
                 failed += 1;
-                BatchItem::Failed { event_id, error }
+                BatchItem::Failed {
+                    event_id,
+                    error: error.to_string(),
+                }
             }
         });
     }
@@ -334,37 +361,18 @@ fn batch_event(item: Item<'_>, site_id: u32) -> Result<TrackEvent<'_>, Validatio
     Ok(ev)
 }
 
-pub fn liveness() -> Response {
-    "ok".into_response()
-}
-
 /// 200 when Kafka and Redis answer and no shutdown is under way; 503 otherwise.
-pub fn readiness(st: &AppState) -> Response {
-    let shutting_down = st.shutting_down.load(Ordering::Relaxed);
-    let kafka = st.sink.is_ready();
-    let redis = st.redis.is_ready();
-    let ready = kafka && redis && !shutting_down;
-    let status = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (
-        status,
-        Json(
-            json!({"ready": ready, "kafka": kafka, "redis": redis, "shutting_down": shutting_down}),
-        ),
-    )
+pub fn readiness<S: Sink>(st: &AppState<S>) -> Response {
+    Readiness::new()
+        .check("kafka", st.sink.is_ready())
+        .check("redis", st.redis.is_ready())
+        .shutting_down(st.shutting_down.load(Ordering::Relaxed))
         .into_response()
 }
 
-pub fn metrics(st: &AppState) -> Response {
+pub fn metrics<S: Sink>(st: &AppState<S>) -> Response {
     metrics::gauge!("ingest_kafka_queue_depth").set(st.sink.queue_depth() as f64);
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        st.prometheus.render(),
-    )
-        .into_response()
+    health::metrics(&st.prometheus)
 }
 
 pub fn openapi() -> Response {
@@ -377,8 +385,127 @@ pub fn openapi() -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::forwarded_for;
+    use super::{forwarded_for, publish, publish_all, Origin};
+    use crate::sink::{Record, Sink, SinkError};
     use axum::http::{HeaderMap, HeaderValue};
+    use rivulet_common::event::{EventType, RawEvent, RAW_EVENT_VERSION};
+    use std::borrow::Cow;
+    use std::future::Future;
+    use std::sync::Mutex;
+
+    /// A sink in memory: keeps what it accepts, and refuses the records whose payload
+    /// contains `refuse` (as Kafka would refuse them: with an error, in their place).
+    #[derive(Default)]
+    struct MemorySink {
+        refuse: &'static str,
+        stored: Mutex<Vec<RawEvent>>,
+    }
+
+    impl MemorySink {
+        fn take(&self, r: &Record) -> Result<(), SinkError> {
+            let raw: RawEvent = serde_json::from_slice(r.payload()).expect("a raw event");
+            if !self.refuse.is_empty() && raw.pathname.as_deref() == Some(self.refuse) {
+                return Err(SinkError::Timeout);
+            }
+            self.stored.lock().unwrap().push(raw);
+            Ok(())
+        }
+    }
+
+    impl Sink for MemorySink {
+        fn publish(&self, r: &Record) -> impl Future<Output = Result<(), SinkError>> + Send {
+            std::future::ready(self.take(r))
+        }
+        fn publish_all(
+            &self,
+            records: &[Record],
+        ) -> impl Future<Output = Vec<Result<(), SinkError>>> + Send {
+            std::future::ready(records.iter().map(|r| self.take(r)).collect())
+        }
+        fn is_ready(&self) -> bool {
+            true
+        }
+        fn queue_depth(&self) -> usize {
+            0
+        }
+    }
+
+    fn raw(pathname: &'static str, user_id: Option<&'static str>) -> RawEvent<Cow<'static, str>> {
+        RawEvent {
+            v: RAW_EVENT_VERSION,
+            event_id: uuid::Uuid::now_v7(),
+            site_id: 7,
+            key_id: Cow::Borrowed("key_0123456789abcdef"),
+            event_type: EventType::Pageview,
+            timestamp: 1_700_000_000_000,
+            received_at: 1_700_000_000_001,
+            ip: Cow::Borrowed("81.2.69.142"),
+            user_agent: Cow::Borrowed(""),
+            event_name: None,
+            properties: None,
+            pathname: Some(Cow::Borrowed(pathname)),
+            hostname: None,
+            querystring: None,
+            page_title: None,
+            referrer: None,
+            user_id: user_id.map(Cow::Borrowed),
+            language: None,
+            screen_width: None,
+            screen_height: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_event_is_published_as_its_raw_message_under_its_visitor_key() {
+        let sink = MemorySink::default();
+        let ev = raw("/a", Some("u1"));
+        publish(&sink, &ev).await.unwrap();
+        let stored = sink.stored.lock().unwrap();
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored[0].event_id, ev.event_id);
+        assert_eq!(stored[0].pathname.as_deref(), Some("/a"));
+        assert_eq!(stored[0].user_id.as_deref(), Some("u1"));
+    }
+
+    #[tokio::test]
+    async fn a_batch_gets_one_outcome_per_event_in_order() {
+        let sink = MemorySink {
+            refuse: "/refused",
+            ..MemorySink::default()
+        };
+        let events = [raw("/a", None), raw("/refused", None), raw("/b", None)];
+        let outcomes = publish_all(&sink, &events).await;
+        assert!(matches!(
+            outcomes.as_slice(),
+            [Ok(()), Err(SinkError::Timeout), Ok(())]
+        ));
+        let stored: Vec<_> = sink
+            .stored
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.event_id)
+            .collect();
+        assert_eq!(stored, [events[0].event_id, events[2].event_id]);
+    }
+
+    #[test]
+    fn a_server_sdks_own_user_agent_is_not_the_visitors() {
+        let peer = "127.0.0.1:1".parse().unwrap();
+        let mut h = HeaderMap::new();
+        for (header, stored) in [
+            ("rivulet-node/0.2.0", ""),
+            ("Rivulet-Python/1.0", ""),
+            (
+                "Mozilla/5.0 (X11; Linux x86_64) rivulet-node/1",
+                "Mozilla/5.0 (X11; Linux x86_64) rivulet-node/1",
+            ),
+            ("curl/8.5.0", "curl/8.5.0"),
+        ] {
+            h.insert("user-agent", HeaderValue::from_static(header));
+            assert_eq!(Origin::new(peer, &h).user_agent(), stored, "{header}");
+        }
+    }
 
     #[test]
     fn forwarded_for_lines_are_one_list_in_order() {

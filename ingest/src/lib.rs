@@ -1,138 +1,41 @@
 //! `rivulet-ingest`: validates tracking events, authenticates their API keys through a
 //! cache chain, rate-limits per key, and publishes them durably to Kafka.
+//!
+//! Always built: the wire contract (`api`), reading a request body (`request_body`) and
+//! a tracking event's fields and validation (`event`). With the default `service`
+//! feature: the server itself.
 
 pub mod api;
+#[cfg(feature = "service")]
 pub mod auth;
+#[cfg(feature = "service")]
 pub mod client_ip;
+#[cfg(feature = "service")]
 pub mod config;
-pub mod decode;
+pub mod event;
+#[cfg(feature = "service")]
 pub mod handlers;
+#[cfg(feature = "service")]
 pub mod last_used;
+#[cfg(feature = "service")]
 pub mod listener;
+#[cfg(feature = "service")]
 pub mod producer;
+#[cfg(feature = "service")]
 pub mod rate_limit;
+#[cfg(feature = "service")]
 pub mod redis_link;
+pub mod request_body;
+#[cfg(feature = "service")]
 pub mod router;
+#[cfg(feature = "service")]
+mod service;
+#[cfg(feature = "service")]
 pub mod sink;
+#[cfg(feature = "service")]
 pub mod state;
 
-use crate::auth::{Auth, AuthTtls};
-use crate::config::IngestConfig;
-use crate::rate_limit::RateLimiter;
-use crate::redis_link::RedisLink;
-use crate::sink::{KafkaSettings, KafkaSink};
-use crate::state::{AppState, Shared};
-use metrics_exporter_prometheus::PrometheusHandle;
-use rivulet_common::ch::ChConfig;
-use rivulet_common::registry::Registry;
-use rivulet_common::CommonError;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
-use tokio::net::TcpListener;
-
-/// The process-wide Prometheus recorder (installed once, shared by every server in the process).
-pub fn prometheus() -> PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| {
-            rivulet_common::telemetry::install_prometheus(&[
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-            ])
-        })
-        .clone()
-}
-
-/// A running ingest with its background tasks; `kafka` is kept to flush on shutdown.
-pub struct Ingest {
-    pub state: AppState,
-    kafka: Arc<KafkaSink>,
-}
-
-impl Ingest {
-    /// Wires the service from its configuration. Nothing here waits for Redis, Kafka or
-    /// ClickHouse: each is connected lazily and retried, so ingest starts (and reports
-    /// not-ready) while a dependency is still coming up.
-    pub fn build(cfg: IngestConfig) -> Result<Self, CommonError> {
-        let redis = Arc::new(RedisLink::new(&cfg.redis_url)?);
-        let registry = Registry::new(ChConfig::from_env()?.connect_lazy());
-        let auth = Arc::new(Auth::new(
-            redis.clone(),
-            registry,
-            AuthTtls {
-                l1: cfg.l1_ttl,
-                redis_secs: cfg.redis_ttl_secs,
-                negative_secs: cfg.negative_ttl_secs,
-            },
-        ));
-        let kafka = KafkaSink::new(KafkaSettings {
-            brokers: cfg.kafka_brokers.clone(),
-            topic: cfg.topic.clone(),
-            ack_timeout: cfg.kafka_ack_timeout,
-            linger_ms: cfg.kafka_linger_ms,
-            queue_max_messages: cfg.kafka_queue_max_messages,
-            compression: cfg.kafka_compression.clone(),
-        })?;
-        let state = AppState::new(Shared {
-            limiter: RateLimiter::new(cfg.rate_limit_per_second, redis.clone()),
-            last_used: Arc::new(crate::last_used::LastUsed::new(redis.clone())),
-            cfg: Arc::new(cfg),
-            auth,
-            sink: kafka.clone(),
-            redis,
-            prometheus: prometheus(),
-            shutting_down: Arc::new(AtomicBool::new(false)),
-        });
-        Ok(Ingest { state, kafka })
-    }
-
-    /// Serves until `shutdown` resolves, then: readiness turns 503, the listener closes
-    /// after `SHUTDOWN_DRAIN_MS`, in-flight requests finish, and the producer is flushed.
-    pub async fn serve(
-        self,
-        listener: TcpListener,
-        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    ) -> std::io::Result<()> {
-        let st = self.state.clone();
-        tokio::spawn(
-            st.auth
-                .clone()
-                .listen_for_invalidations(st.cfg.redis_url.clone()),
-        );
-        tokio::spawn(self.kafka.clone().watch());
-        tokio::spawn(self.kafka.clone().serve_reports());
-        let redis = st.redis.clone();
-        tokio::spawn(async move {
-            loop {
-                redis.ping().await;
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        });
-        let flag = st.shutting_down.clone();
-        let drain = st.cfg.shutdown_drain;
-        let limits = listener::Limits {
-            header_read_timeout: st.cfg.header_read_timeout,
-            keep_alive_timeout: st.cfg.keep_alive_timeout,
-            max_connections: listener::fit_to_nofile(
-                st.cfg.max_connections,
-                listener::raise_nofile_limit(),
-            ),
-        };
-        let app = st.clone();
-        let handle = move |req, peer| router::handle(app.clone(), peer, req);
-        tracing::info!(addr = %listener.local_addr()?, max_connections = limits.max_connections, "rivulet-ingest listening");
-        listener::serve(listener, handle, limits, async move {
-            shutdown.await;
-            flag.store(true, Ordering::Relaxed);
-            tracing::info!("shutting down: readiness is now 503, finishing in-flight requests");
-            tokio::time::sleep(drain).await;
-        })
-        .await?;
-        let kafka = self.kafka.clone();
-        let _ = tokio::task::spawn_blocking(move || kafka.flush(Duration::from_secs(10))).await;
-        tracing::info!("shutdown complete");
-        Ok(())
-    }
-}
-
+#[cfg(feature = "service")]
 pub use rivulet_common::shutdown::signal as shutdown_signal;
+#[cfg(feature = "service")]
+pub use service::{prometheus, Ingest};

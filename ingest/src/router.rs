@@ -9,27 +9,17 @@
 
 use crate::api::{ErrorReason, IngestError};
 use crate::handlers;
+use crate::request_body::RequestBody;
+use crate::sink::Sink;
 use crate::state::AppState;
 use axum::http::{header, HeaderMap, HeaderValue, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use metrics::{Counter, Histogram};
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::sync::{LazyLock, OnceLock};
 use std::time::Instant;
 use tracing::Instrument;
-
-/// A request body: hyper's, or one a test builds.
-pub trait RequestBody:
-    hyper::body::Body<Data = Bytes, Error: Into<axum::BoxError>> + Send + 'static
-{
-}
-
-impl<B> RequestBody for B where
-    B: hyper::body::Body<Data = Bytes, Error: Into<axum::BoxError>> + Send + 'static
-{
-}
 
 /// Every route; `label` is the `route` label of the request metrics and logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +73,11 @@ impl Route {
 /// Handles one request: routes it, and gives it an id (the client's `X-Request-Id` if
 /// sane, else a new one, echoed in the response), a tracing span, and its metrics.
 /// Never logs bodies: they carry API keys.
-pub async fn handle<B: RequestBody>(st: AppState, peer: SocketAddr, req: Request<B>) -> Response {
+pub async fn handle<S: Sink, B: RequestBody>(
+    st: AppState<S>,
+    peer: SocketAddr,
+    req: Request<B>,
+) -> Response {
     let start = Instant::now();
     let route = Route::of(req.uri().path());
     let request_id = request_id(req.headers());
@@ -120,8 +114,8 @@ pub async fn handle<B: RequestBody>(st: AppState, peer: SocketAddr, req: Request
     resp
 }
 
-async fn dispatch<B: RequestBody>(
-    st: &AppState,
+async fn dispatch<S: Sink, B: RequestBody>(
+    st: &AppState<S>,
     route: Route,
     peer: SocketAddr,
     req: Request<B>,
@@ -138,7 +132,7 @@ async fn dispatch<B: RequestBody>(
         Route::Unmatched => IngestError::NoRoute.into_response(),
         _ if !read_only => get_only(),
         Route::OpenApi => handlers::openapi(),
-        Route::Liveness => handlers::liveness(),
+        Route::Liveness => rivulet_common::health::liveness(),
         Route::Readiness => handlers::readiness(st),
         Route::Metrics => handlers::metrics(st),
     }

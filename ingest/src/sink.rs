@@ -13,6 +13,7 @@ use metrics::Counter;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::util::Timeout;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
@@ -23,8 +24,26 @@ use tokio::time::Instant;
 static QUEUE_FULL_WAITS: LazyLock<Counter> =
     LazyLock::new(|| metrics::counter!("ingest_kafka_queue_full_waits_total"));
 
+/// Where the handlers hand accepted events: `Ok` only once an event is durable. The
+/// service uses [`KafkaSink`]; unit tests use a sink in memory.
+pub trait Sink: Send + Sync + 'static {
+    /// Publishes one record and waits until it is durable.
+    fn publish(&self, record: &Record) -> impl Future<Output = Result<(), SinkError>> + Send;
+    /// Publishes the records: one result per record, in order.
+    fn publish_all(
+        &self,
+        records: &[Record],
+    ) -> impl Future<Output = Vec<Result<(), SinkError>>> + Send;
+    /// Whether the sink can take records now (readiness).
+    fn is_ready(&self) -> bool;
+    /// Records handed over and not yet acknowledged.
+    fn queue_depth(&self) -> usize;
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
+    #[error("the event could not be encoded: {0}")]
+    Encode(String),
     #[error("Kafka is unavailable")]
     Unavailable,
     #[error("Kafka did not acknowledge in time")]
@@ -174,6 +193,27 @@ fn build_producer(s: &KafkaSettings, reports: Arc<Notify>) -> Result<AckProducer
         .set("socket.keepalive.enable", "true")
         .set("reconnect.backoff.max.ms", "1000");
     AckProducer::create(&c, reports)
+}
+
+impl Sink for KafkaSink {
+    fn publish(&self, record: &Record) -> impl Future<Output = Result<(), SinkError>> + Send {
+        KafkaSink::publish(self, record)
+    }
+
+    fn publish_all(
+        &self,
+        records: &[Record],
+    ) -> impl Future<Output = Vec<Result<(), SinkError>>> + Send {
+        KafkaSink::publish_all(self, records)
+    }
+
+    fn is_ready(&self) -> bool {
+        KafkaSink::is_ready(self)
+    }
+
+    fn queue_depth(&self) -> usize {
+        KafkaSink::queue_depth(self)
+    }
 }
 
 impl KafkaSink {

@@ -3,7 +3,7 @@ use crate::config::IngestConfig;
 use crate::last_used::LastUsed;
 use crate::rate_limit::RateLimiter;
 use crate::redis_link::RedisLink;
-use crate::sink::KafkaSink;
+use crate::sink::{KafkaSink, Sink};
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::ops::Deref;
 use std::sync::atomic::AtomicBool;
@@ -11,30 +11,36 @@ use std::sync::Arc;
 
 /// What every handler can reach. axum clones the state for every request, so it is one
 /// `Arc` (one reference count to touch) rather than a struct of several.
-#[derive(Clone)]
-pub struct AppState(Arc<Shared>);
+/// `S` is where accepted events go: Kafka in the service, memory in unit tests.
+pub struct AppState<S: Sink = KafkaSink>(Arc<Shared<S>>);
 
-pub struct Shared {
+impl<S: Sink> Clone for AppState<S> {
+    fn clone(&self) -> Self {
+        AppState(self.0.clone())
+    }
+}
+
+pub struct Shared<S: Sink = KafkaSink> {
     pub cfg: Arc<IngestConfig>,
     pub auth: Arc<Auth>,
     pub limiter: Arc<RateLimiter>,
     pub last_used: Arc<LastUsed>,
-    pub sink: Arc<KafkaSink>,
+    pub sink: Arc<S>,
     pub redis: Arc<RedisLink>,
     pub prometheus: PrometheusHandle,
     pub shutting_down: Arc<AtomicBool>,
 }
 
-impl AppState {
-    pub fn new(shared: Shared) -> Self {
+impl<S: Sink> AppState<S> {
+    pub fn new(shared: Shared<S>) -> Self {
         AppState(Arc::new(shared))
     }
 }
 
-impl Deref for AppState {
-    type Target = Shared;
+impl<S: Sink> Deref for AppState<S> {
+    type Target = Shared<S>;
 
-    fn deref(&self) -> &Shared {
+    fn deref(&self) -> &Shared<S> {
         &self.0
     }
 }

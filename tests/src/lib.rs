@@ -62,7 +62,7 @@ pub async fn db() -> Db {
         .expect("ClickHouse is not reachable: run scripts/stack up");
     MIGRATED
         .get_or_init(|| async {
-            rivulet_common::migrations::migrate(&db)
+            rivulet_common::schema::migrations::migrate(&db)
                 .await
                 .expect("migrations");
         })
@@ -410,17 +410,10 @@ pub fn stack(args: &[&str]) {
     assert!(status.success(), "scripts/stack {args:?} failed");
 }
 
-/// The MaxMind test database beside the repository (`../shared/testdata/geo`).
+/// MaxMind's test database (`testdata/geo`).
 pub fn geo_test_db() -> PathBuf {
-    let p = repo_root()
-        .parent()
-        .unwrap()
-        .join("shared/testdata/geo/GeoLite2-City-Test.mmdb");
-    assert!(
-        p.exists(),
-        "{} is missing (shared/testdata beside the repository)",
-        p.display()
-    );
+    let p = repo_root().join("testdata/geo/GeoLite2-City-Test.mmdb");
+    assert!(p.exists(), "{} is missing", p.display());
     p
 }
 

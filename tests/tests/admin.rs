@@ -209,7 +209,7 @@ async fn migrations_are_idempotent_and_safe_concurrently() {
         .fetch_all()
         .await
         .unwrap();
-    let expected: Vec<u32> = rivulet_common::migrations::MIGRATIONS
+    let expected: Vec<u32> = rivulet_common::schema::migrations::MIGRATIONS
         .iter()
         .map(|m| m.version)
         .collect();

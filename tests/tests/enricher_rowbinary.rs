@@ -3,8 +3,8 @@
 //! client (which decodes by column name, so a column written out of order fails here).
 
 use bytes::Bytes;
+use rivulet_common::schema::events::EventRow;
 use rivulet_enricher::pipeline::insert_row_binary;
-use rivulet_enricher::row::EventRow;
 use uuid::Uuid;
 
 fn row(site_id: u32, n: u8) -> EventRow {

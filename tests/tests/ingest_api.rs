@@ -145,7 +145,7 @@ async fn properties_not_valid_json_is_a_field_error() {
 
 #[tokio::test]
 async fn every_field_limit_at_and_one_over() {
-    for (field, max) in rivulet_common::validate::LIMITS {
+    for (field, max) in rivulet_ingest::event::validate::LIMITS {
         let at = if *field == "properties" {
             format!("\"{}\"", "a".repeat(max - 2))
         } else {

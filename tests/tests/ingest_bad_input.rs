@@ -468,6 +468,115 @@ async fn hundred_mb_body_is_413_without_buffering() {
     fx.still_serves().await;
 }
 
+/// Runs a client script and returns the JSON line it printed for each case.
+fn client_cases(cmd: &mut std::process::Command) -> Vec<Value> {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// A case read the 413 in the documented error shape (not EPIPE or a reset).
+fn assert_read_413(case: &Value) {
+    assert_eq!(case["status"], 413, "{case}");
+    let body: Value = serde_json::from_str(case["body"].as_str().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {case}"));
+    assert_eq!(body["success"], false, "{case}");
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("Request body too large")),
+        "{case}"
+    );
+}
+
+/// Ingest answers an oversized body with 413 at once, then reads and throws away the rest
+/// (within `OVERSIZE_LINGER_*`) before it closes, so that a client still sending reads the
+/// 413 instead of EPIPE: Node's fetch at 4 MiB and 100 MB on both endpoints, plain and
+/// gzip, with a length and streamed; Python's urllib; curl with and without
+/// `Expect: 100-continue`. Memory does not grow with the bodies.
+#[tokio::test]
+async fn oversized_bodies_are_read_as_413_by_every_common_client() {
+    use std::process::Command;
+    let fx = fixture(&[]).await;
+    let clients = repo_root().join("tests/clients");
+    let fetch = |size: &str| {
+        client_cases(
+            Command::new("node")
+                .arg(clients.join("oversize-fetch.mjs"))
+                .arg(&fx.ingest.url)
+                .arg(size),
+        )
+    };
+    // 4 MiB first: it warms up every buffer the 100 MB round uses. Memory that grew with
+    // the body would then show as 100 MB more after the 100 MB round.
+    let mut cases = fetch("4194304");
+    let rss_warm = fx.rss_kib();
+    cases.extend(fetch("100000000"));
+    let grown_mib = fx.rss_kib().saturating_sub(rss_warm) / 1024;
+    assert_eq!(cases.len(), 16, "{cases:?}");
+    for case in &cases {
+        eprintln!("fetch: {case}");
+        assert_read_413(case);
+    }
+    eprintln!("100 MB bodies after 4 MiB ones: ingest RSS grew by {grown_mib} MiB");
+    assert!(grown_mib < 24, "ingest RSS grew by {grown_mib} MiB");
+    let sizes = ["4194304", "100000000"];
+
+    let urllib = client_cases(
+        Command::new("python3")
+            .arg(clients.join("oversize-urllib.py"))
+            .arg(&fx.ingest.url)
+            .args(sizes),
+    );
+    assert_eq!(urllib.len(), 4, "{urllib:?}");
+    for case in &urllib {
+        eprintln!("urllib: {case}");
+        assert_read_413(case);
+    }
+
+    let file = std::env::temp_dir().join(format!("rivulet-oversize-{}", std::process::id()));
+    std::fs::write(&file, vec![b'x'; 100_000_000]).unwrap();
+    for expect in ["Expect: 100-continue", "Expect:"] {
+        for path in ["/api/track", "/api/track/batch"] {
+            let out = Command::new("curl")
+                .args([
+                    "-s",
+                    "-w",
+                    "\\n%{http_code}",
+                    "-H",
+                    "Content-Type: application/json",
+                ])
+                .args(["-H", expect, "--data-binary"])
+                .arg(format!("@{}", file.display()))
+                .arg(format!("{}{path}", fx.ingest.url))
+                .output()
+                .expect("curl runs");
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+            eprintln!(
+                "curl {expect:?} {path}: exit {:?}, {status}",
+                out.status.code()
+            );
+            assert_read_413(&json!({"status": status.parse::<u16>().unwrap_or(0), "body": body}));
+        }
+    }
+    std::fs::remove_file(&file).unwrap();
+
+    let grown_mib = fx.rss_kib().saturating_sub(rss_warm) / 1024;
+    eprintln!("and after urllib and curl: ingest RSS grew by {grown_mib} MiB");
+    assert!(grown_mib < 24, "ingest RSS grew by {grown_mib} MiB");
+    fx.still_serves().await;
+}
+
 #[tokio::test]
 async fn slow_headers_are_cut_off_but_idle_connections_are_not() {
     let fx = fixture(&[

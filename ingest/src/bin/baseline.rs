@@ -1,12 +1,12 @@
 //! Benchmark baseline: an axum server that reads the same JSON body as /api/track,
-//! parses it as ingest does (`event_body::parse_event`, or `parse_batch` for a batch)
+//! parses it as ingest does (`event::fields::parse_event`, or `parse_batch` for a batch)
 //! and answers `{"success":true}` with no validation and no I/O. The ingest benchmark
 //! reports rivulet-ingest's throughput as a ratio of this one's.
 
 use axum::body::Bytes;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use rivulet_common::event_body::{parse_batch, parse_event};
+use rivulet_ingest::event::fields::{parse_batch, parse_event};
 use serde_json::{json, Value};
 
 // The same allocator as rivulet-ingest, so that the ratio compares the work, not malloc.

@@ -5,6 +5,8 @@
 //     (default 10) into RIVULET_INGEST_URL (+ RIVULET_SITE_ID, RIVULET_API_KEY) when set,
 //     else into a fake local server in a child process: a BASELINE, not the real ingest.
 // RIVULET_BENCH_CALLS (default 200000) sets the number of calls of benchmark 1.
+// client_cpu_us_per_event: CPU µs of this process per delivered event (the SDK's cost plus the
+// producer loop's), gzip included.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { availableParallelism } from 'node:os';
@@ -79,6 +81,9 @@ async function callOverhead(host: string): Promise<void> {
   await tracker.shutdown();
 }
 
+// RIVULET_BENCH_COMPRESS=0 turns gzip off, to compare.
+const compress = process.env.RIVULET_BENCH_COMPRESS !== '0';
+
 async function sustained(target: { host: string; siteId: string | number; apiKey: string; label: string }): Promise<void> {
   let dropped = 0;
   const failures: string[] = [];
@@ -88,6 +93,7 @@ async function sustained(target: { host: string; siteId: string | number; apiKey
     siteId: target.siteId,
     apiKey: target.apiKey,
     batch: { maxQueueSize },
+    compress,
     onDrop: () => dropped++,
     onError: (e) => failures.push(e.message),
   });
@@ -119,8 +125,10 @@ async function sustained(target: { host: string; siteId: string | number; apiKey
     errors: failures.length,
     first_error: failures[0],
     events_per_s: Math.round(delivered / elapsed),
-    // CPU of this process (producer + SDK), in % of one core.
+    // CPU of this process (producer + SDK, zlib's threads included), in % of one core.
     client_cpu_pct: Math.round(((cpu.user + cpu.system) / 1e6 / elapsed) * 100),
+    client_cpu_us_per_event: delivered > 0 ? +((cpu.user + cpu.system) / delivered).toFixed(2) : null,
+    compress: compress ? 'gzip level 1 over 1024 bytes (default)' : 'off',
   });
 }
 

@@ -1,8 +1,9 @@
-// A stand-in for rivulet-ingest used by the benchmark baseline: answers every
+// A stand-in for rivulet-ingest used by the benchmark baseline: reads gzip bodies, answers every
 // /track/batch with "all accepted" (one result per event) and /track with success.
 // It runs in its own process so its CPU does not count against the SDK's.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { gunzipSync } from 'node:zlib';
 
 const server = createServer((req, res) => {
   const chunks: Buffer[] = [];
@@ -10,7 +11,9 @@ const server = createServer((req, res) => {
   req.on('end', () => {
     let answer: unknown = { success: true };
     if (req.url?.endsWith('/track/batch')) {
-      const events = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { events: { event_id: string }[] }).events;
+      const raw = Buffer.concat(chunks);
+      const body = req.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw;
+      const events = (JSON.parse(body.toString('utf8')) as { events: { event_id: string }[] }).events;
       answer = {
         success: true,
         accepted: events.length,

@@ -9,7 +9,7 @@ export type TrackerErrorCode =
   | 'invalid_options'
   /** An event failed validation, in the SDK or (per event, in a batch) on the server. */
   | 'invalid_event'
-  /** The server answered with a status other than 200. */
+  /** The server answered with a status other than 200 (or a batch event failed for good). */
   | 'http'
   /** No answer: connection refused, reset, DNS… */
   | 'network'
@@ -31,7 +31,22 @@ export interface TrackerErrorInit {
   cause?: unknown;
 }
 
-/** Every error the SDK reports, thrown, rejected or passed to `onError`, is one of these. */
+/**
+ * Brand shared by every copy of this class: the ESM and the CommonJS build of this package
+ * (and two installed copies of it) each define their own class, so `instanceof` checks the
+ * brand rather than the prototype chain.
+ */
+const BRAND = Symbol.for('rivulet-node.TrackerError');
+
+/** True for a TrackerError from any build or copy of this package (ESM, CommonJS). */
+export function isTrackerError(value: unknown): value is TrackerError {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true;
+}
+
+/**
+ * Every error the SDK reports, thrown, rejected or passed to `onError`, is one of these.
+ * `err instanceof TrackerError` holds whichever build (ESM or CommonJS) made `err`.
+ */
 export class TrackerError extends Error {
   override readonly name = 'TrackerError';
   readonly code: TrackerErrorCode;
@@ -58,7 +73,16 @@ export class TrackerError extends Error {
     this.attempts = init.attempts ?? 0;
     this.eventIds = init.eventIds ?? [];
   }
+
+  /** `instanceof` by brand, so that the ESM and CommonJS classes recognise each other's errors. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    // A subclass keeps the ordinary prototype check.
+    if (this !== TrackerError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return isTrackerError(value);
+  }
 }
+// On the prototype, not on each error: it stays out of util.inspect and of own keys.
+Object.defineProperty(TrackerError.prototype, BRAND, { value: true });
 
 /** One line from the server's validation details, e.g. `properties: must be valid JSON; Custom events require event_name`. */
 export function describeDetails(details: ServerErrorDetails): string {

@@ -1,10 +1,15 @@
+// The entry point for every runtime with fetch and Web Crypto (edge, workers, Deno or Bun
+// when they do not pick the "node" condition). It imports nothing from node:*.
 export { Tracker } from './tracker.js';
-export { TrackerError } from './errors.js';
+export { TrackerError, isTrackerError } from './errors.js';
 export type { ServerErrorDetails, TrackerErrorCode } from './errors.js';
+export { VERSION } from './version.js';
 export type {
   BatchOptions,
+  CompressOptions,
   DropReason,
   EventProperties,
+  FetchFunction,
   Payload,
   PropertyScalar,
   PropertyValue,

@@ -1,14 +1,43 @@
 import { finalize, type BatchOptions, type PendingEvent, type WireEvent } from './types.js';
 
-/** The batch endpoint's limits per request. */
+/** The batch endpoint's default limits per request (a server may be set lower: see Tracker). */
 export const MAX_BATCH_EVENTS = 500;
 export const MAX_BATCH_BYTES = 1024 * 1024;
 
 /** Events taken from the queue for one request, already serialized. */
 export interface Chunk {
   events: WireEvent[];
-  /** The events as JSON, comma-separated: what goes between `"events":[` and `]`. */
-  json: string;
+  /** Each event as JSON: what goes, comma-separated, between `"events":[` and `]`. */
+  parts: string[];
+  /** The request body, when it was prepared ahead (see BatchQueue.pump). */
+  prepared?: Promise<{ body: string | Uint8Array; gzipped: boolean }> | undefined;
+}
+
+/** UTF-8 length of a string (no allocation). */
+export function utf8Length(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      n += 2; // a surrogate pair: 4 bytes for 2 code units
+      i++;
+    } else n += 2;
+  }
+  return n;
+}
+
+type Timer = ReturnType<typeof setTimeout>;
+
+/** A timer that never keeps the process alive (Node, Bun: unref(); Deno: Deno.unrefTimer). */
+export function unrefTimer(timer: Timer): void {
+  if (typeof timer === 'object' && timer !== null && typeof (timer as { unref?: unknown }).unref === 'function') {
+    (timer as { unref(): void }).unref();
+    return;
+  }
+  const deno = (globalThis as { Deno?: { unrefTimer?: (id: number) => void } }).Deno;
+  if (typeof timer === 'number' && typeof deno?.unrefTimer === 'function') deno.unrefTimer(timer);
 }
 
 const RESOLVED = Promise.resolve();
@@ -28,18 +57,35 @@ export class BatchQueue {
   /** Send, regardless of flushAt, until `taken` reaches this. */
   private flushTarget = 0;
   private waiters: { target: number; resolve: () => void }[] = [];
-  private timer: NodeJS.Timeout | undefined;
+  private timer: Timer | undefined;
+  /** Per-request limits: the endpoint's defaults, lowered when a server answers 413 or "too many events". */
+  private maxEvents = MAX_BATCH_EVENTS;
+  private maxBytes: number;
   private pumping = false;
   private kickScheduled = false;
   private closed = false;
 
   constructor(
     private readonly opts: Required<BatchOptions>,
-    /** Bytes a chunk's events may take: 1 MiB minus the request's envelope. */
-    private readonly maxChunkBytes: number,
+    /** Bytes of a request other than its events: the envelope. */
+    private readonly envelopeBytes: number,
     /** Delivers one chunk; must not reject (the tracker reports and drops failures itself). */
     private readonly send: (chunk: Chunk) => Promise<void>,
-  ) {}
+    /** Starts building a chunk's request body (gzip included) while another request is in flight. */
+    private readonly prepare: (chunk: Chunk) => void = () => {},
+  ) {
+    this.maxBytes = MAX_BATCH_BYTES;
+  }
+
+  /** Lowers the per-request limits for every later chunk (never below one event). */
+  lowerLimits(events: number, bodyBytes: number): void {
+    this.maxEvents = Math.max(1, Math.min(this.maxEvents, events));
+    this.maxBytes = Math.max(1, Math.min(this.maxBytes, bodyBytes));
+  }
+
+  get limits(): { events: number; bytes: number } {
+    return { events: this.maxEvents, bytes: this.maxBytes };
+  }
 
   get length(): number {
     return this.buffer.length;
@@ -80,14 +126,14 @@ export class BatchQueue {
       void this.pump();
     }, this.opts.flushInterval);
     // An idle flush timer must never keep the process alive; beforeExit and flush() cover the rest.
-    this.timer.unref();
+    unrefTimer(this.timer);
   }
 
   /** Starts the sender on the next turn, so the event() call that fills a batch stays cheap. */
   private kick(): void {
     if (this.pumping || this.kickScheduled) return;
     this.kickScheduled = true;
-    setImmediate(() => {
+    queueMicrotask(() => {
       this.kickScheduled = false;
       void this.pump();
     });
@@ -97,9 +143,20 @@ export class BatchQueue {
     if (this.pumping) return;
     this.pumping = true;
     try {
-      while (this.buffer.length > 0 && (this.buffer.length >= this.opts.flushAt || this.taken < this.flushTarget)) {
-        const chunk = this.take();
-        await this.send(chunk);
+      let next: Chunk | undefined;
+      for (;;) {
+        const chunk = next ?? (this.due() ? this.take() : undefined);
+        next = undefined;
+        if (chunk === undefined) break;
+        const sent = this.send(chunk);
+        // While it is in flight, a full next batch is serialized and gzipped, so that it goes
+        // out as soon as the answer comes: under load the round trip, not the encoding, paces
+        // the sender. Only a full one: a partial batch would rather grow until then.
+        if (this.buffer.length >= this.maxEvents) {
+          next = this.take();
+          this.prepare(next);
+        }
+        await sent;
         this.settled += chunk.events.length;
         while (this.waiters.length > 0 && this.waiters[0]!.target <= this.settled) this.waiters.shift()!.resolve();
       }
@@ -110,20 +167,34 @@ export class BatchQueue {
     if (this.buffer.length > 0 && this.timer === undefined && !this.closed) this.armTimer();
   }
 
-  /** Takes the oldest events that fit in one request: at most 500 and the byte budget (always at least one). */
+  /** Whether queued events should go now: flushAt reached, or a flush() asked for them. */
+  private due(): boolean {
+    return this.buffer.length > 0 && (this.buffer.length >= this.opts.flushAt || this.taken < this.flushTarget);
+  }
+
+  /** Takes the oldest events that fit in one request: the event and byte limits (always at least one). */
   private take(): Chunk {
     const parts: string[] = [];
+    const budget = this.maxBytes - this.envelopeBytes;
+    // Each UTF-16 unit is at most 3 UTF-8 bytes: bytes are counted exactly only once that
+    // bound could break the budget (with the default 1 MiB and 500 events it rarely does).
+    let exact = false;
     let bytes = 0;
     let n = 0;
-    while (n < this.buffer.length && n < MAX_BATCH_EVENTS) {
+    while (n < this.buffer.length && n < this.maxEvents) {
       const json = JSON.stringify(finalize(this.buffer[n]!));
-      const size = Buffer.byteLength(json) + 1; // + the comma
-      if (n > 0 && bytes + size > this.maxChunkBytes) break;
+      if (!exact && bytes + json.length * 3 + 1 > budget) {
+        exact = true;
+        bytes = 0;
+        for (const p of parts) bytes += utf8Length(p) + 1;
+      }
+      const size = (exact ? utf8Length(json) : json.length * 3) + 1; // + the comma
+      if (exact && n > 0 && bytes + size > budget) break;
       parts.push(json);
       bytes += size;
       n++;
     }
     this.taken += n;
-    return { events: this.buffer.splice(0, n) as WireEvent[], json: parts.join(',') };
+    return { events: this.buffer.splice(0, n) as WireEvent[], parts };
   }
 }

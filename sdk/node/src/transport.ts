@@ -1,74 +1,57 @@
 import { describeDetails, TrackerError, type ServerErrorDetails } from './errors.js';
+import type { FetchFunction } from './types.js';
+import { VERSION } from './version.js';
 
 export interface TransportConfig {
   timeoutMs: number;
-  maxRetries: number;
   retryBaseDelayMs: number;
   retryMaxDelayMs: number;
   apiKey: string;
+  fetch: FetchFunction;
   /** Debug log sink, or undefined when debug is off. */
   log: ((line: string) => void) | undefined;
 }
 
-/** A 200 answer, with its JSON body when it had one. */
-export interface Reply {
+/** The server's answer to one attempt. */
+export interface Answer {
   status: number;
-  body: unknown;
+  /** The JSON body, when it was JSON. */
+  json: unknown;
+  /** Retry-After in ms, when the server sent a readable one. */
+  retryAfterMs: number | undefined;
 }
 
 /** How much of a request or response body a debug line shows. */
 const DEBUG_BODY_CHARS = 1000;
 
+/** The longest pause a Retry-After can impose; a larger value waits this long, then tries again. */
+export const MAX_PAUSE_MS = 10 * 60 * 1000;
+
+const USER_AGENT = `rivulet-node/${VERSION}`;
+
 /**
- * POSTs JSON bodies with a per-attempt timeout and retries. The body string is sent
- * unchanged on every attempt, so the event ids in it make retries idempotent.
+ * One HTTP attempt at a time, with its timeout, plus what retrying needs: backoff, and the
+ * pause a server asks for with Retry-After, which holds every request of the tracker.
  */
 export class Transport {
   private readonly redactions: string[];
+  /** No request starts before this time (ms since epoch): the server's Retry-After. */
+  private pausedUntil = 0;
 
   constructor(
     private readonly cfg: TransportConfig,
-    /** Aborted by shutdown(): ends in-flight requests and backoff waits at once. */
+    /** Aborted by shutdown(): ends in-flight requests and waits at once. */
     private readonly closing: AbortSignal,
   ) {
     // The key as it appears raw and inside a JSON string (they differ only if it has characters JSON escapes).
-    this.redactions = [...new Set([cfg.apiKey, JSON.stringify(cfg.apiKey).slice(1, -1)])];
+    this.redactions = [...new Set([cfg.apiKey, JSON.stringify(cfg.apiKey).slice(1, -1)])].filter((k) => k !== '');
   }
 
-  /** Resolves with the 200 reply; rejects with a TrackerError once retries are used up or not allowed. */
-  async post(url: string, body: string, eventIds: string[]): Promise<Reply> {
-    for (let attempt = 1; ; attempt++) {
-      let error: TrackerError;
-      let retryAfterMs: number | undefined;
-      try {
-        const res = await this.attempt(url, body, attempt, eventIds);
-        if (res.status === 200) return { status: 200, body: res.json };
-        error = httpError(url, res.status, res.json, attempt, eventIds, (t) => this.redact(t));
-        retryAfterMs = parseRetryAfter(res.retryAfter);
-      } catch (e) {
-        if (!(e instanceof TrackerError)) throw e;
-        error = e;
-      }
-      if (!error.retryable || attempt > this.cfg.maxRetries) throw error;
-
-      // Full jitter: a random wait in [0, min(cap, base * 2^n)) spreads out clients that failed together.
-      let delay = Math.random() * Math.min(this.cfg.retryMaxDelayMs, this.cfg.retryBaseDelayMs * 2 ** (attempt - 1));
-      if (retryAfterMs !== undefined) {
-        // Never retry sooner than the server asked; give up rather than wait longer than the cap.
-        if (retryAfterMs > this.cfg.retryMaxDelayMs) throw error;
-        delay = Math.max(delay, retryAfterMs);
-      }
-      this.cfg.log?.(`[rivulet] retrying in ${Math.round(delay)} ms after: ${error.message}`);
-      await this.sleep(delay, eventIds);
-    }
-  }
-
-  private async attempt(
-    url: string,
-    body: string,
-    attempt: number,
-    eventIds: string[],
-  ): Promise<{ status: number; json: unknown; retryAfter: string | null }> {
+  /**
+   * POSTs `body` once. Resolves with the server's answer, whatever its status; rejects with
+   * a TrackerError (code network, timeout or shutdown) when there was none.
+   */
+  async attempt(url: string, body: string | Uint8Array, gzipped: boolean, attempt: number, eventIds: string[]): Promise<Answer> {
     if (this.closing.aborted) throw shutdownError(attempt - 1, eventIds);
     const controller = new AbortController();
     let timedOut = false;
@@ -79,18 +62,19 @@ export class Transport {
     const onClose = (): void => controller.abort();
     this.closing.addEventListener('abort', onClose, { once: true });
     const started = Date.now();
-    this.cfg.log?.(`[rivulet] -> POST ${url} (attempt ${attempt}) ${this.redact(clip(body))}`);
+    const log = this.cfg.log;
+    if (log !== undefined) {
+      const shown = typeof body === 'string' ? clip(body) : `(gzip, ${body.byteLength} bytes)`;
+      log(`[rivulet] -> POST ${url} (attempt ${attempt}) ${this.redact(shown)}`);
+    }
+    const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': USER_AGENT };
+    if (gzipped) headers['content-encoding'] = 'gzip';
     try {
-      const res = await fetch(url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body,
-        signal: controller.signal,
-      });
+      const res = await this.cfg.fetch(url, { method: 'POST', headers, body, signal: controller.signal });
       // The body is read under the same timeout: a server that stalls mid-answer is a timeout too.
       const text = await res.text();
-      this.cfg.log?.(`[rivulet] <- ${res.status} in ${Date.now() - started} ms ${this.redact(clip(text))}`);
-      return { status: res.status, json: parseJson(text), retryAfter: res.headers.get('retry-after') };
+      log?.(`[rivulet] <- ${res.status} in ${Date.now() - started} ms ${this.redact(clip(text))}`);
+      return { status: res.status, json: parseJson(text), retryAfterMs: parseRetryAfter(res.headers.get('retry-after')) };
     } catch (e) {
       let error: TrackerError;
       if (timedOut) {
@@ -111,7 +95,7 @@ export class Transport {
           cause: e,
         });
       }
-      this.cfg.log?.(`[rivulet] <- ${error.message}`);
+      log?.(`[rivulet] <- ${error.message}`);
       throw error;
     } finally {
       clearTimeout(timer);
@@ -119,7 +103,30 @@ export class Transport {
     }
   }
 
-  /** Waits between attempts; shutdown() cuts the wait short. Not unref()ed: a pending retry is work in flight. */
+  /** Holds every request of this tracker for `ms` (a server's Retry-After), at most MAX_PAUSE_MS. */
+  pause(ms: number): void {
+    this.pausedUntil = Math.max(this.pausedUntil, Date.now() + Math.min(ms, MAX_PAUSE_MS));
+  }
+
+  /**
+   * Waits before retry number `retry` (1 for the first): a random time in
+   * [0, min(retryMaxDelayMs, base × 2^(retry-1))) ("full jitter"), and at least until the
+   * end of a pause. Rejects with a shutdown TrackerError when shutdown() cuts it short.
+   */
+  async backoff(retry: number, eventIds: string[], why: TrackerError): Promise<void> {
+    const jitter = Math.random() * Math.min(this.cfg.retryMaxDelayMs, this.cfg.retryBaseDelayMs * 2 ** (retry - 1));
+    const delay = Math.max(jitter, this.pausedUntil - Date.now());
+    this.cfg.log?.(`[rivulet] retrying in ${Math.round(delay)} ms after: ${why.message}`);
+    await this.sleep(delay, eventIds);
+  }
+
+  /** Waits out a pause that another request started, before a first attempt. */
+  async waitForPause(eventIds: string[]): Promise<void> {
+    const ms = this.pausedUntil - Date.now();
+    if (ms > 0) await this.sleep(ms, eventIds);
+  }
+
+  /** Not unref()ed: a pending retry is work in flight. shutdown() cuts it short. */
   private sleep(ms: number, eventIds: string[]): Promise<void> {
     return new Promise((resolve, reject) => {
       if (this.closing.aborted) return reject(shutdownError(0, eventIds));
@@ -142,7 +149,7 @@ export class Transport {
   }
 }
 
-function after(attempts: number): string {
+export function after(attempts: number): string {
   return attempts > 1 ? ` (after ${attempts} attempts)` : '';
 }
 
@@ -158,7 +165,7 @@ function parseJson(text: string): unknown {
   }
 }
 
-function shutdownError(attempts: number, eventIds: string[]): TrackerError {
+export function shutdownError(attempts: number, eventIds: string[]): TrackerError {
   return new TrackerError('rivulet-node: the tracker was shut down before the request finished', {
     code: 'shutdown',
     attempts,
@@ -178,15 +185,20 @@ function isDetails(v: unknown): v is ServerErrorDetails {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** Builds the error for a non-200 answer; only 429 and 5xx may be retried (the issue's contract). */
+/** Statuses worth another attempt: 408 (ingest's answer to a slow body), 429 and 5xx. */
+export function isRetryableStatus(status: number): boolean {
+  return status === 408 || status === 429 || (status >= 500 && status <= 599);
+}
+
+/** Builds the error for a non-200 answer. */
 export function httpError(
   url: string,
-  status: number,
-  json: unknown,
+  answer: Answer,
   attempts: number,
   eventIds: string[],
   redact: (text: string) => string,
 ): TrackerError {
+  const { status, json } = answer;
   const body = (typeof json === 'object' && json !== null ? json : {}) as { error?: unknown; details?: unknown };
   const serverMessage = typeof body.error === 'string' ? body.error : undefined;
   const details = isDetails(body.details) ? body.details : undefined;
@@ -195,9 +207,9 @@ export function httpError(
   return new TrackerError(redact(`rivulet-node: POST ${url} answered ${status}${text ? `: ${text}` : ''}${after(attempts)}`), {
     code: 'http',
     status,
-    serverMessage,
+    serverMessage: serverMessage === undefined ? undefined : redact(serverMessage),
     details,
-    retryable: status === 429 || (status >= 500 && status <= 599),
+    retryable: isRetryableStatus(status),
     attempts,
     eventIds,
   });

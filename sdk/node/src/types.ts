@@ -17,6 +17,17 @@ export interface Payload {
   user_agent?: string | undefined;
   /** The visitor's IP address (IPv4 or IPv6); resolved to a location. */
   ip_address?: string | undefined;
+  /**
+   * The event's id, a UUID. Default: a random UUID made at the call. Give your own (for
+   * example your outbox row's id) so that sending the same event twice stores it once.
+   */
+  event_id?: string | undefined;
+  /**
+   * When the event happened: a Date, an RFC 3339 string (`2026-01-02T03:04:05.678Z`) or
+   * epoch milliseconds. Default: the time of the call. The server uses it when it lies
+   * within 7 days before and 10 minutes after it receives the event, else the receive time.
+   */
+  timestamp?: Date | string | number | undefined;
 }
 
 /** A value of a custom event property (spec 2.6). */
@@ -32,7 +43,7 @@ export type DropReason =
   | 'queue_full'
   /** The server rejected this event's fields (not retried). */
   | 'invalid'
-  /** Its batch failed for good: a 4xx answer, or retries exhausted. */
+  /** The server did not take it: a 4xx answer for its batch, or retries used up. */
   | 'failed'
   /** `shutdown()` ran out of time, or the event was sent after `shutdown()`. */
   | 'shutdown';
@@ -42,7 +53,7 @@ export interface WireEvent {
   type: 'pageview' | 'custom_event';
   /** UUID made when the call is made; the server counts an event_id once, so retries are safe. */
   event_id: string;
-  /** ISO 8601 time of the call. */
+  /** RFC 3339 time of the call (or the caller's `timestamp`). */
   timestamp: string;
   event_name?: string;
   properties?: string;
@@ -68,14 +79,41 @@ export interface BatchOptions {
   maxQueueSize?: number | undefined;
 }
 
+/** gzip of batch bodies: `true` for the default threshold, or the smallest body to compress. */
+export interface CompressOptions {
+  /** Bodies of at least this many bytes are gzipped. Default 1024. */
+  minBytes?: number | undefined;
+}
+
+/** The `fetch` the SDK calls: the global one by default. */
+export type FetchFunction = (
+  url: string,
+  init: {
+    method: 'POST';
+    headers: Record<string, string>;
+    body: string | Uint8Array;
+    signal: AbortSignal;
+  },
+) => Promise<{
+  status: number;
+  headers: { get(name: string): string | null };
+  text(): Promise<string>;
+}>;
+
 /** Constructor options: the spec's four (2.4) plus reliability settings. */
 export interface TrackerOptions {
-  /** URL of the Rivulet instance including the `/api` prefix, e.g. `https://rivulet.example.com/api`. */
-  analyticsHost: string;
-  /** The site identifier (a positive integer, as a number or a string). */
-  siteId: string | number;
-  /** The site's secret API key (starts with `rb_`). */
-  apiKey: string;
+  /** URL of the Rivulet instance including the `/api` prefix, e.g. `https://rivulet.example.com/api`. Optional when `disabled`. */
+  analyticsHost: string | undefined;
+  /** The site identifier (a positive integer, as a number or a string). Optional when `disabled`. */
+  siteId: string | number | undefined;
+  /** The site's secret API key (starts with `rb_`). Optional when `disabled`. */
+  apiKey: string | undefined;
+  /** Send nothing: calls validate their arguments and resolve. For tests and local development. Default false. */
+  disabled?: boolean | undefined;
+  /** The `fetch` to send with (a proxy agent, instrumentation, a test double). Default: the global `fetch`. */
+  fetch?: FetchFunction | undefined;
+  /** gzip batch bodies of at least `minBytes` (default 1024) where the runtime can. Default true. */
+  compress?: boolean | CompressOptions | undefined;
   /** Log every request and response to the console (the API key is redacted). Default false. */
   debug?: boolean | undefined;
   /** Per-attempt request timeout in ms. Default 10000. */
@@ -84,13 +122,13 @@ export interface TrackerOptions {
   maxRetries?: number | undefined;
   /** Base of the exponential backoff in ms. Default 200. */
   retryBaseDelayMs?: number | undefined;
-  /** Longest wait between attempts in ms; a longer `Retry-After` ends the retries. Default 10000. */
+  /** Cap of the backoff between attempts in ms. A server's `Retry-After` is honoured even when longer. Default 10000. */
   retryMaxDelayMs?: number | undefined;
   /** Reject the returned promises with a `TrackerError` instead of calling `onError`. Default false. */
   throwOnError?: boolean | undefined;
   /** Called with every error. Default: one `console.error` line per error. */
   onError?: ((error: TrackerError) => void) | undefined;
-  /** Batch mode: called for every event that was queued but will not be delivered. */
+  /** Called for every event that was accepted by a call but will not be delivered (batch mode). */
   onDrop?: ((event: WireEvent, reason: DropReason) => void) | undefined;
   /** Enable batch mode (`true` for the defaults) over `POST {analyticsHost}/track/batch`. Default off. */
   batch?: boolean | BatchOptions | undefined;
@@ -100,11 +138,15 @@ export interface TrackerOptions {
 export interface TrackerStats {
   /** Events waiting in the batch queue. */
   queued: number;
-  /** Events in requests that have not finished yet. */
+  /** Events in requests that have not finished yet (retries and pauses included). */
   inFlight: number;
   /** Events the server accepted. */
   delivered: number;
-  /** Events dropped (see `onDrop`) or whose single request failed. */
+  /**
+   * Events that passed validation at the call but will never be delivered: every `onDrop`
+   * (queue full, rejected by the server, failed, shut down) and every single-mode call whose
+   * request failed for good or came after `shutdown()`.
+   */
   failed: number;
 }
 

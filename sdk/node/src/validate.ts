@@ -1,10 +1,10 @@
-import { randomUUID } from 'node:crypto';
-import { isIP } from 'node:net';
 import { TrackerError } from './errors.js';
+import { isIpAddress, isUuid, MAX_TIMESTAMP_MS, parseRfc3339 } from './formats.js';
 import type {
   BatchOptions,
   DropReason,
   EventProperties,
+  FetchFunction,
   Payload,
   PendingEvent,
   TrackerOptions,
@@ -13,10 +13,14 @@ import type {
 
 /** Options with every default filled in. */
 export interface ResolvedOptions {
-  /** `analyticsHost` without trailing slashes. */
+  /** `analyticsHost` without trailing slashes ('' when disabled without one). */
   analyticsHost: string;
   siteId: string | number;
   apiKey: string;
+  disabled: boolean;
+  fetch: FetchFunction | undefined;
+  /** Smallest batch body (bytes) to gzip; undefined: never. */
+  compressMinBytes: number | undefined;
   debug: boolean;
   timeoutMs: number;
   maxRetries: number;
@@ -36,6 +40,7 @@ export const DEFAULTS = {
   flushAt: 100,
   flushInterval: 1000,
   maxQueueSize: 10_000,
+  compressMinBytes: 1024,
 } as const;
 
 /** Site ids are UInt32 on the server. */
@@ -104,6 +109,27 @@ export function resolveOptions(input: unknown): ResolvedOptions {
     });
   }
   const o = input as Record<string, unknown> & Partial<TrackerOptions>;
+  const disabled = booleanOption(o, 'disabled');
+  const common = {
+    disabled,
+    fetch: functionOption<FetchFunction>(o, 'fetch'),
+    compressMinBytes: compressOption(o.compress),
+    debug: booleanOption(o, 'debug'),
+    timeoutMs: numberOption(o, 'timeoutMs', DEFAULTS.timeoutMs, { min: 1 }),
+    maxRetries: numberOption(o, 'maxRetries', DEFAULTS.maxRetries, { min: 0, integer: true }),
+    retryBaseDelayMs: numberOption(o, 'retryBaseDelayMs', DEFAULTS.retryBaseDelayMs, { min: 0 }),
+    retryMaxDelayMs: numberOption(o, 'retryMaxDelayMs', DEFAULTS.retryMaxDelayMs, { min: 0 }),
+    throwOnError: booleanOption(o, 'throwOnError'),
+    onError: functionOption<ResolvedOptions['onError']>(o, 'onError'),
+    onDrop: functionOption<ResolvedOptions['onDrop']>(o, 'onDrop'),
+    batch: batchOption(o.batch),
+  };
+  // A disabled tracker sends nothing, so it needs no destination: tests and local runs
+  // often have no key. Whatever is given is still checked.
+  const absent = (v: unknown): boolean => v === undefined || v === null || v === '';
+  if (disabled && absent(o.analyticsHost) && absent(o.siteId) && absent(o.apiKey)) {
+    return { analyticsHost: '', siteId: '', apiKey: '', ...common };
+  }
 
   const host = o.analyticsHost;
   if (host === undefined || host === null || host === '') {
@@ -142,32 +168,27 @@ export function resolveOptions(input: unknown): ResolvedOptions {
     throw optionError('apiKey', 'must start with "rb_" (generate one in the site settings, API Key tab)');
   }
 
-  let batch: Required<BatchOptions> | undefined;
-  if (o.batch === true || isPlainObject(o.batch)) {
-    const b = (o.batch === true ? {} : o.batch) as Record<string, unknown>;
-    batch = {
-      flushAt: numberOption(b, 'flushAt', DEFAULTS.flushAt, { min: 1, integer: true }),
-      flushInterval: numberOption(b, 'flushInterval', DEFAULTS.flushInterval, { min: 1 }),
-      maxQueueSize: numberOption(b, 'maxQueueSize', DEFAULTS.maxQueueSize, { min: 1, integer: true }),
-    };
-  } else if (o.batch !== undefined && o.batch !== false) {
-    throw optionError('batch', `must be true, false or an object { flushAt, flushInterval, maxQueueSize } (got ${describe(o.batch)})`);
-  }
+  return { analyticsHost: host.replace(/\/+$/, ''), siteId, apiKey, ...common };
+}
 
+function batchOption(v: unknown): Required<BatchOptions> | undefined {
+  if (v === undefined || v === false) return undefined;
+  if (v !== true && !isPlainObject(v)) {
+    throw optionError('batch', `must be true, false or an object { flushAt, flushInterval, maxQueueSize } (got ${describe(v)})`);
+  }
+  const b = (v === true ? {} : v) as Record<string, unknown>;
   return {
-    analyticsHost: host.replace(/\/+$/, ''),
-    siteId,
-    apiKey,
-    debug: booleanOption(o, 'debug'),
-    timeoutMs: numberOption(o, 'timeoutMs', DEFAULTS.timeoutMs, { min: 1 }),
-    maxRetries: numberOption(o, 'maxRetries', DEFAULTS.maxRetries, { min: 0, integer: true }),
-    retryBaseDelayMs: numberOption(o, 'retryBaseDelayMs', DEFAULTS.retryBaseDelayMs, { min: 0 }),
-    retryMaxDelayMs: numberOption(o, 'retryMaxDelayMs', DEFAULTS.retryMaxDelayMs, { min: 0 }),
-    throwOnError: booleanOption(o, 'throwOnError'),
-    onError: functionOption(o, 'onError'),
-    onDrop: functionOption(o, 'onDrop'),
-    batch,
+    flushAt: numberOption(b, 'flushAt', DEFAULTS.flushAt, { min: 1, integer: true }),
+    flushInterval: numberOption(b, 'flushInterval', DEFAULTS.flushInterval, { min: 1 }),
+    maxQueueSize: numberOption(b, 'maxQueueSize', DEFAULTS.maxQueueSize, { min: 1, integer: true }),
   };
+}
+
+function compressOption(v: unknown): number | undefined {
+  if (v === undefined || v === true) return DEFAULTS.compressMinBytes;
+  if (v === false) return undefined;
+  if (!isPlainObject(v)) throw optionError('compress', `must be true, false or an object { minBytes } (got ${describe(v)})`);
+  return numberOption(v, 'minBytes', DEFAULTS.compressMinBytes, { min: 0, integer: true });
 }
 
 /**
@@ -198,7 +219,7 @@ const STRING_FIELDS = [
   'user_id',
   'user_agent',
 ] as const;
-const KNOWN_FIELDS = new Set<string>([...STRING_FIELDS, 'screenWidth', 'screenHeight', 'ip_address']);
+const KNOWN_FIELDS = new Set<string>([...STRING_FIELDS, 'screenWidth', 'screenHeight', 'ip_address', 'event_id', 'timestamp']);
 
 function invalid(message: string): TrackerError {
   return new TrackerError(`rivulet-node: ${message}`, { code: 'invalid_event' });
@@ -247,6 +268,39 @@ function encodeProperties(properties: unknown): string {
   return json;
 }
 
+function checkEventId(v: unknown): string {
+  if (typeof v !== 'string' || !isUuid(v)) {
+    throw invalid(`payload.event_id must be a UUID string, e.g. "0b0e3a1c-6f0e-4c8e-9a5e-2f6a1d3c4b5a" (got ${typeof v === 'string' ? `"${v.slice(0, 64)}"` : describe(v)})`);
+  }
+  return v;
+}
+
+const TIMESTAMP_RULE = 'a valid Date, an RFC 3339 date-time string such as "2026-01-02T03:04:05.678Z", or epoch milliseconds (an integer)';
+
+/** A caller's timestamp as the RFC 3339 string to send; what the server would refuse fails here. */
+function checkTimestamp(v: unknown): string {
+  if (typeof v === 'string') {
+    if (parseRfc3339(v) === undefined) throw invalid(`payload.timestamp must be ${TIMESTAMP_RULE} (got "${v.slice(0, 64)}")`);
+    return v;
+  }
+  let ms: number;
+  if (typeof v === 'number') {
+    if (!Number.isInteger(v) || v < 1 || v >= MAX_TIMESTAMP_MS) {
+      throw invalid(`payload.timestamp must be ${TIMESTAMP_RULE} from 1 to ${MAX_TIMESTAMP_MS - 1} (got ${describe(v)})`);
+    }
+    ms = v;
+  } else if (Object.prototype.toString.call(v) === '[object Date]') {
+    ms = (v as Date).getTime();
+    // toISOString() writes six-digit years past 9999, which RFC 3339 has not.
+    if (!(ms >= -62_167_219_200_000 && ms < MAX_TIMESTAMP_MS)) {
+      throw invalid(`payload.timestamp must be ${TIMESTAMP_RULE}; the Date is invalid or outside the years 0-9999`);
+    }
+  } else {
+    throw invalid(`payload.timestamp must be ${TIMESTAMP_RULE} (got ${describe(v)})`);
+  }
+  return new Date(ms).toISOString();
+}
+
 /** Fields of the payload that the caller set but the wire does not know; only computed for debug logs. */
 export function unknownFields(payload: unknown): string[] {
   if (!isPlainObject(payload)) return [];
@@ -263,8 +317,9 @@ export function buildEvent(
   eventName: unknown,
   payload: Payload | null | undefined,
   properties: EventProperties | null | undefined,
+  randomUUID: () => string,
 ): PendingEvent {
-  const ev: PendingEvent = { type, event_id: randomUUID(), timestamp: Date.now() };
+  const ev: PendingEvent = { type, event_id: '', timestamp: Date.now() };
   if (type === 'custom_event') {
     if (eventName === undefined || eventName === null || eventName === '') {
       throw invalid('event(eventName) needs a non-empty eventName string');
@@ -272,8 +327,14 @@ export function buildEvent(
     ev.event_name = checkString(eventName, 'eventName', LIMITS.event_name);
     if (properties !== undefined && properties !== null) ev.properties = encodeProperties(properties);
   }
-  if (payload === undefined || payload === null) return ev;
+  if (payload === undefined || payload === null) {
+    ev.event_id = randomUUID();
+    return ev;
+  }
   if (!isPlainObject(payload)) throw invalid(`payload must be a plain object (got ${describe(payload)})`);
+  const { event_id, timestamp } = payload;
+  ev.event_id = event_id === undefined || event_id === null ? randomUUID() : checkEventId(event_id);
+  if (timestamp !== undefined && timestamp !== null) ev.timestamp = checkTimestamp(timestamp);
 
   // Only known fields are copied: unknown ones are not sent.
   for (const name of STRING_FIELDS) {
@@ -282,7 +343,7 @@ export function buildEvent(
   }
   const ip = payload.ip_address;
   if (ip !== undefined && ip !== null) {
-    if (typeof ip !== 'string' || isIP(ip) === 0) {
+    if (typeof ip !== 'string' || !isIpAddress(ip)) {
       throw invalid(`payload.ip_address must be an IPv4 or IPv6 address (got ${typeof ip === 'string' ? `"${ip.slice(0, 64)}"` : describe(ip)})`);
     }
     ev.ip_address = ip;

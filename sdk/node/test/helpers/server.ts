@@ -1,12 +1,18 @@
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { gunzipSync } from 'node:zlib';
 
 /** One request as the test server saw it. */
 export interface Received {
   method: string;
   path: string;
   headers: IncomingHttpHeaders;
+  /** The body as text, after gzip decoding when it was gzipped. */
   body: string;
+  /** Bytes on the wire (before decoding). */
+  wireBytes: number;
+  /** Whether it came with Content-Encoding: gzip. */
+  gzipped: boolean;
   /** The body parsed as JSON (undefined if it is not JSON). */
   json: any;
   at: number;
@@ -28,14 +34,25 @@ export async function startServer(handler: Handler = (_req, res) => reply(res, 2
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const body = Buffer.concat(chunks).toString('utf8');
+      const raw = Buffer.concat(chunks);
+      const gzipped = req.headers['content-encoding'] === 'gzip';
+      const body = (gzipped ? gunzipSync(raw) : raw).toString('utf8');
       let json: unknown;
       try {
         json = JSON.parse(body);
       } catch {
         json = undefined;
       }
-      const received: Received = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, json, at: Date.now() };
+      const received: Received = {
+        method: req.method ?? '',
+        path: req.url ?? '',
+        headers: req.headers,
+        body,
+        wireBytes: raw.length,
+        gzipped,
+        json,
+        at: Date.now(),
+      };
       requests.push(received);
       void handler(received, res, requests.length - 1);
     });

@@ -7,9 +7,13 @@
 // Optional: CLICKHOUSE_USER, CLICKHOUSE_PASSWORD, RIVULET_IT_WAIT_MS (default 30000).
 // Without them the run fails (it never skips): a green run must mean the pipeline was tested.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { test } from 'node:test';
-import { Tracker, type DropReason, type Payload, type TrackerError } from 'rivulet-node';
+import { fileURLToPath } from 'node:url';
+import { Tracker, type DropReason, type FetchFunction, type Payload, type TrackerError } from 'rivulet-node';
+
+const packageRoot = fileURLToPath(new URL('../../../', import.meta.url));
 
 const REQUIRED = ['RIVULET_INGEST_URL', 'RIVULET_SITE_ID', 'RIVULET_API_KEY', 'CLICKHOUSE_URL', 'CLICKHOUSE_DB'] as const;
 const missing = REQUIRED.filter((name) => !process.env[name]);
@@ -33,7 +37,7 @@ if (missing.length > 0) {
   const options = { analyticsHost, siteId: env.RIVULET_SITE_ID, apiKey: env.RIVULET_API_KEY };
 
   test('a pageview arrives with every payload field', async (t) => {
-    const payload: Required<Payload> = {
+    const payload: Required<Omit<Payload, 'event_id' | 'timestamp'>> = {
       hostname: 'sdk-it.example.com',
       pathname: `/sdk-it/${marker}/pricing`,
       querystring: '?utm_source=newsletter&x=%20y',
@@ -94,8 +98,14 @@ if (missing.length > 0) {
     const userId = `${marker}-batch`;
     const drops: DropReason[] = [];
     const errors: TrackerError[] = [];
+    let gzipped = 0;
+    const countingFetch: FetchFunction = (url, init) => {
+      if (init.headers['content-encoding'] === 'gzip') gzipped++;
+      return fetch(url, init);
+    };
     const tracker = new Tracker({
       ...options,
+      fetch: countingFetch,
       batch: { flushAt: 500, maxQueueSize: total },
       onDrop: (_ev, reason) => drops.push(reason),
       onError: (err) => errors.push(err),
@@ -107,6 +117,7 @@ if (missing.length > 0) {
     assert.deepEqual(errors.map((e) => e.message), [], 'no delivery errors');
     assert.deepEqual(drops, [], 'no drops');
     assert.equal(tracker.stats().delivered, total);
+    assert.ok(gzipped >= total / 500, `${gzipped} gzipped batch requests (gzip is on by default)`);
 
     const where = `site_id = ${siteId} AND user_id = ${sql(userId)}`;
     let counts = { c: 0, u: 0 };
@@ -122,6 +133,116 @@ if (missing.length > 0) {
     const [paths] = await clickhouse(`SELECT uniqExact(pathname) AS p FROM events FINAL WHERE ${where}`);
     assert.equal(Number(paths?.p), total, 'every event arrived, not a duplicate of another');
   });
+
+  test("the SDK's checks of event_id, timestamp and ip_address agree with the server's", async () => {
+    // Each value straight to /api/track (the server's verdict) and through the SDK (its verdict).
+    const cases: Record<'event_id' | 'timestamp' | 'ip_address', unknown[]> = {
+      event_id: ['0b0e3a1c-6f0e-4c8e-9a5e-2f6a1d3c4b5a', '0B0E3A1C6F0E4C8E9A5E2F6A1D3C4B5A', '{0b0e3a1c-6f0e-4c8e-9a5e-2f6a1d3c4b5a}',
+        'URN:uuid:0b0e3a1c-6f0e-4c8e-9a5e-2f6a1d3c4b5a', '', 'nope', '00000000-0000-0000-0000-000000000000', '0b0e3a1c-6f0e-4c8e-9a5e-2f6a1d3c4b5', ' 0b0e3a1c-6f0e-4c8e-9a5e-2f6a1d3c4b5a'],
+      timestamp: ['2026-01-02T03:04:05Z', '2026-01-02t03:04:05.123456789z', '2026-01-02 03:04:05+05:30', '2016-12-31T23:59:60Z', '2017-01-01T00:59:60+01:00',
+        '2024-02-29T00:00:00Z', 'yesterday', '2026-01-02', '2026-01-02T03:04:05', '2026-01-02T03:04:05.Z', '2023-02-29T00:00:00Z', '2026-01-15T12:00:60Z',
+        '2026-01-02T03:04:05+24:00', '2026-01-02T03:04:05+0100', '2026-01-02é03:04:05Z', 1_767_323_045_678, 0, -5, 1.5],
+      ip_address: ['81.2.69.142', '::', '::ffff:1.2.3.4', '1:2:3:4:5:6:1.2.3.4', '1:2:3:4:5:6:7::', '', '01.2.3.4', '256.1.1.1', 'fe80::1%eth0', '1.2.3.4::',
+        '1:2:3:4:5:6:7:1.2.3.4', ' 1.2.3.4', '12345::'],
+    };
+    const sdk = new Tracker({ ...options, disabled: true, throwOnError: true });
+    const disagreements: string[] = [];
+    for (const [field, values] of Object.entries(cases)) {
+      for (const value of values) {
+        const res = await fetch(`${analyticsHost}/track`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ api_key: env.RIVULET_API_KEY, site_id: env.RIVULET_SITE_ID, user_id: `${marker}-agree`, [field]: value }),
+        });
+        await res.text();
+        const serverOk = res.status === 200;
+        assert.ok(res.status === 200 || res.status === 400, `unexpected ${res.status}`);
+        const sdkOk = await sdk.pageview({ [field]: value } as Payload).then(() => true, () => false);
+        if (serverOk !== sdkOk) disagreements.push(`${field} ${JSON.stringify(value)}: server ${serverOk ? 'accepts' : 'rejects'}, SDK ${sdkOk ? 'accepts' : 'rejects'}`);
+      }
+    }
+    assert.deepEqual(disagreements, []);
+  });
+
+  test("a caller's event_id and timestamp are stored, and sending the event twice stores it once", async () => {
+    const eventId = randomUUID();
+    const when = new Date(Date.now() - 3_600_000); // an hour ago: inside the server's window
+    when.setMilliseconds(0);
+    const tracker = new Tracker({ ...options, throwOnError: true });
+    const payload: Payload = { user_id: `${marker}-outbox`, pathname: '/outbox', event_id: eventId, timestamp: when };
+    await tracker.event('outbox_send', payload);
+    await tracker.event('outbox_send', payload); // an outbox retry after a lost answer
+    const batch = new Tracker({ ...options, batch: true });
+    await batch.event('outbox_send', payload);
+    await batch.shutdown();
+    const row = await pollOne(`user_id = ${sql(`${marker}-outbox`)}`);
+    assert.equal(Number(row.ts), when.getTime() / 1000, 'the caller timestamp');
+    const [ids] = await clickhouse(`SELECT count() AS c, any(toString(event_id)) AS id FROM events FINAL WHERE site_id = ${siteId} AND user_id = ${sql(`${marker}-outbox`)}`);
+    assert.equal(Number(ids?.c), 1, 'one row for three sends');
+    assert.equal(ids?.id, eventId);
+  });
+
+  test("an event without user_agent is treated as having none: the SDK's own User-Agent is not the visitor's", async () => {
+    // Ingest must not take a server SDK's User-Agent header (rivulet-node/x.y.z) for the
+    // visitor's browser. Without user_id, the visitor id hashes the IP and the user agent, so
+    // an event without user_agent must get the same visitor id and device fields as one
+    // with an explicitly empty user_agent.
+    const tracker = new Tracker({ ...options, throwOnError: true });
+    const ip = '192.0.2.77';
+    await tracker.pageview({ pathname: `/sdk-it/${marker}/no-ua`, ip_address: ip });
+    await tracker.pageview({ pathname: `/sdk-it/${marker}/empty-ua`, ip_address: ip, user_agent: '' });
+    const fields = 'user_id, browser, browser_version, operating_system, operating_system_version, device_type, is_bot';
+    const noUa = await pollRow(`pathname = ${sql(`/sdk-it/${marker}/no-ua`)}`, fields);
+    const emptyUa = await pollRow(`pathname = ${sql(`/sdk-it/${marker}/empty-ua`)}`, fields);
+    assert.deepEqual(
+      { browser: noUa.browser, os: noUa.operating_system, bot: Number(noUa.is_bot) },
+      { browser: '', os: '', bot: 0 },
+      `device fields of an SDK event without user_agent: ${JSON.stringify(noUa)}`,
+    );
+    assert.deepEqual(noUa, emptyUa, 'the same visitor id and device fields as an event with an empty user_agent');
+  });
+
+  test('serverless: a handler that awaits flush() before the process is frozen loses nothing', async () => {
+    const userId = `${marker}-lambda`;
+    const script = `
+      import { Tracker } from 'rivulet-node';
+      const tracker = new Tracker({ analyticsHost: ${JSON.stringify(analyticsHost)}, siteId: ${JSON.stringify(env.RIVULET_SITE_ID)},
+        apiKey: process.env.RIVULET_API_KEY, batch: true });
+      export async function handler(event) {
+        for (let i = 0; i < 20; i++) tracker.pageview({ user_id: ${JSON.stringify(userId)}, pathname: event.path + '/' + i });
+        await tracker.flush();
+        return { statusCode: 200 };
+      }
+      await handler({ path: '/lambda' });
+      process.exit(0); // the platform freezes the process as soon as the handler returns
+    `;
+    const code = await new Promise<number | null>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: packageRoot, stdio: 'inherit' });
+      child.on('error', reject);
+      child.on('exit', resolve);
+    });
+    assert.equal(code, 0);
+    const deadline = Date.now() + waitMs;
+    let count = 0;
+    while (Date.now() < deadline) {
+      const [row] = await clickhouse(`SELECT count() AS c FROM events FINAL WHERE site_id = ${siteId} AND user_id = ${sql(userId)}`);
+      count = Number(row?.c ?? 0);
+      if (count >= 20) break;
+      await sleep(500);
+    }
+    assert.equal(count, 20);
+  });
+
+  /** Waits for one row matching `where` and returns `fields` of it. */
+  async function pollRow(where: string, fields: string): Promise<Record<string, string | number>> {
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const rows = await clickhouse(`SELECT ${fields} FROM events FINAL WHERE site_id = ${siteId} AND ${where}`);
+      if (rows.length > 0) return rows[0]!;
+      if (Date.now() > deadline) assert.fail(`no row with ${where} in ClickHouse after ${waitMs} ms (is the enricher running?)`);
+      await sleep(500);
+    }
+  }
 
   /** Waits for exactly one row of this site matching `where`, up to RIVULET_IT_WAIT_MS. */
   async function pollOne(where: string): Promise<Record<string, string | number>> {

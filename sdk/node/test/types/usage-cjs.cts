@@ -7,3 +7,6 @@ const viaDefault: typeof rivulet.Tracker = rivulet.default;
 void viaDefault;
 // @ts-expect-error eventName is required
 void tracker.event();
+// The brand-based check works on the CommonJS side too.
+const maybe: unknown = new Error('x');
+if (rivulet.isTrackerError(maybe)) void maybe.code;

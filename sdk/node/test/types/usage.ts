@@ -1,6 +1,6 @@
 // Compiled with `tsc --noEmit` by `npm test`: the public types accept the spec's examples
 // and reject wrong usage. Nothing here runs.
-import Tracker, { Tracker as NamedTracker, TrackerError, type DropReason, type EventProperties, type Payload, type TrackerOptions, type WireEvent } from 'rivulet-node';
+import Tracker, { Tracker as NamedTracker, TrackerError, isTrackerError, VERSION, type DropReason, type EventProperties, type FetchFunction, type Payload, type TrackerOptions, type WireEvent } from 'rivulet-node';
 
 declare const process: { env: Record<string, string | undefined> };
 
@@ -60,6 +60,19 @@ function reliabilityOptions(): TrackerOptions {
 
 async function lifecycle(tracker: Tracker): Promise<void> {
   await tracker.flush();
+  const drained: boolean = await tracker.flush(5000);
+  void drained;
+  await tracker.pageview({ event_id: '0b0e3a1c-6f0e-4c8e-9a5e-2f6a1d3c4b5a', timestamp: new Date() });
+  await tracker.pageview({ timestamp: '2026-01-02T03:04:05Z' });
+  await tracker.pageview({ timestamp: Date.now() });
+  const myFetch: FetchFunction = (url, init) => fetch(url, init);
+  new Tracker({ analyticsHost: 'http://x/api', siteId: 1, apiKey: 'rb_x', fetch: myFetch, compress: { minBytes: 2048 } });
+  new Tracker({ analyticsHost: 'http://x/api', siteId: 1, apiKey: 'rb_x', fetch, compress: false });
+  new Tracker({ disabled: true, analyticsHost: undefined, siteId: undefined, apiKey: process.env.RIVULET_API_KEY });
+  const e: unknown = new Error('x');
+  if (isTrackerError(e)) void e.code;
+  const v: string = VERSION;
+  void v;
   await tracker.shutdown();
   await tracker.shutdown(2000);
   const queued: number = tracker.stats().queued;
@@ -88,6 +101,10 @@ function wrongUsage(tracker: Tracker): void {
   void tracker.event('e', {}, { deep: [[1]] });
   // @ts-expect-error pageview takes no properties
   void tracker.pageview({}, { a: 1 });
+  // @ts-expect-error a timestamp is a Date, a string or a number
+  void tracker.pageview({ timestamp: true });
+  // @ts-expect-error compress is a boolean or { minBytes }
+  new Tracker({ analyticsHost: 'http://x/api', siteId: 1, apiKey: 'rb_x', compress: 'gzip' });
   // @ts-expect-error unknown batch option
   new Tracker({ analyticsHost: 'http://x/api', siteId: 1, apiKey: 'rb_x', batch: { size: 5 } });
   const p: Payload = {};

@@ -196,8 +196,8 @@ describe('batch mode', () => {
     );
   });
 
-  test('401/404/400/413 fail the whole batch: one onError, onDrop("failed") per event, no retry', async () => {
-    for (const status of [400, 401, 404, 413]) {
+  test('401/404/400 fail the whole batch: one onError, onDrop("failed") per event, no retry', async () => {
+    for (const status of [400, 401, 404]) {
       await withServer(
         (_req, res) => reply(res, status, { success: false, error: `status ${status}` }),
         async (server) => {

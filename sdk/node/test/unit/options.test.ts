@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { inspect } from 'node:util';
 import Tracker, { Tracker as NamedTracker, TrackerError } from 'rivulet-node';
 import { API_KEY } from '../helpers/server.js';
 
@@ -83,9 +84,34 @@ describe('constructor options', () => {
     rejects({ ...valid, batch: { flushAt: 0 } }, 'flushAt');
     rejects({ ...valid, batch: { maxQueueSize: 2.5 } }, 'maxQueueSize');
     rejects({ ...valid, batch: { flushInterval: -1 } }, 'flushInterval');
-    const t = new Tracker({ ...valid, batch: true });
-    void t.shutdown(0);
-    const u = new Tracker({ ...valid, batch: { flushAt: 10, flushInterval: 50, maxQueueSize: 100 }, maxRetries: 0 });
-    void u.shutdown(0);
+    rejects({ ...valid, compress: 'gzip' }, 'compress');
+    rejects({ ...valid, compress: { minBytes: -1 } }, 'minBytes');
+    rejects({ ...valid, fetch: {} }, 'fetch', /function/);
+    rejects({ ...valid, disabled: 1 }, 'disabled', /boolean/);
+    // Valid combinations build a tracker whose settings show in its summary.
+    const t = new Tracker({ ...valid, batch: true, compress: false, disabled: false });
+    assert.deepEqual(t.toJSON().batch, { flushAt: 100, flushInterval: 1000, maxQueueSize: 10_000 });
+    const u = new Tracker({ ...valid, batch: { flushAt: 10, flushInterval: 50, maxQueueSize: 100 }, maxRetries: 0, compress: { minBytes: 0 } });
+    assert.deepEqual(u.toJSON().batch, { flushAt: 10, flushInterval: 50, maxQueueSize: 100 });
+    assert.equal(new Tracker(valid).toJSON().batch, false);
+  });
+});
+
+describe('the API key stays secret', () => {
+  test('util.inspect and JSON.stringify of a tracker never show it', () => {
+    for (const t of [new Tracker(valid), new Tracker({ ...valid, batch: true, debug: true })]) {
+      const shown = [
+        inspect(t),
+        inspect(t, { showHidden: true, depth: Infinity, customInspect: false }),
+        JSON.stringify(t),
+        JSON.stringify(Object.entries(t)),
+        String(Object.getOwnPropertyNames(t).map((k) => (t as never)[k])),
+      ];
+      for (const text of shown) assert.ok(!text.includes(API_KEY.slice(3)), `key shown in: ${text.slice(0, 300)}`);
+      assert.match(inspect(t), /rb_\[REDACTED\]/);
+      assert.deepEqual(JSON.parse(JSON.stringify(t)).apiKey, 'rb_[REDACTED]');
+      assert.equal(JSON.parse(JSON.stringify(t)).analyticsHost, valid.analyticsHost);
+      void t.shutdown(0);
+    }
   });
 });

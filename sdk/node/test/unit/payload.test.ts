@@ -5,7 +5,7 @@ import { API_KEY, startServer, type TestServer } from '../helpers/server.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-const fullPayload: Required<Payload> = {
+const fullPayload: Required<Omit<Payload, 'event_id' | 'timestamp'>> = {
   hostname: 'example.com',
   pathname: '/pricing',
   querystring: '?utm_source=newsletter',

@@ -1,0 +1,46 @@
+//! The one error type of `rivulet-admin`. The CLI prints it as a sentence; the dashboard
+//! maps each variant to exactly one HTTP status here, and shows it as a page or as JSON
+//! (`dashboard::respond`).
+
+use axum::http::StatusCode;
+use rivulet_common::CommonError;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum AdminError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0} is unreachable; start it (scripts/stack up) or check the URL")]
+    Unavailable(String),
+    /// No credentials, or wrong ones (dashboard and admin API).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// Credentials are fine but the request is not allowed (a missing or stale CSRF token).
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    Common(#[from] CommonError),
+}
+
+impl AdminError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            AdminError::Usage(_) => StatusCode::BAD_REQUEST,
+            AdminError::NotFound(_) => StatusCode::NOT_FOUND,
+            AdminError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AdminError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            AdminError::Forbidden(_) => StatusCode::FORBIDDEN,
+            AdminError::Common(e) => match e {
+                CommonError::Invalid(_) => StatusCode::BAD_REQUEST,
+                CommonError::NotFound(_) => StatusCode::NOT_FOUND,
+                CommonError::Config(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                // A client library's error (which ones exist depends on the features the
+                // workspace enables): the service behind it is unavailable.
+                #[allow(unreachable_patterns)]
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            },
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Every read and probe Rivulet sends to ClickHouse, by name. `?` marks a bound value
+//! (the `clickhouse` crate binds them in order), `{db}` the database. The registry's
+//! writes are RowBinary inserts into [`INSERT_TABLES`], and the DDL is in `migrations`.
+//! [`ALL`] lists them, so a compatibility test can run each statement on every server
+//! version it checks: a statement not listed here is one no test sees.
+
+/// The statements of the health probes and of startup.
+pub const SELECT_ONE: &str = "SELECT 1";
+pub const SERVER_VERSION: &str = "SELECT version()";
+pub const APPLIED_MIGRATIONS: &str =
+    "SELECT DISTINCT version FROM {db}.schema_migrations ORDER BY version";
+
+// The registry. Both tables are ReplacingMergeTree(version): FINAL reads each row's
+// latest version. Columns are listed in the order of `registry::Site` and `KeyRecord`.
+pub const SITES_MAX_ID: &str = "SELECT max(site_id) FROM sites";
+pub const SITES_ACTIVE: &str = "SELECT site_id, domain, name, created_at, deleted, version \
+     FROM sites FINAL WHERE deleted = 0 ORDER BY site_id";
+pub const SITE_BY_ID: &str = "SELECT site_id, domain, name, created_at, deleted, version \
+     FROM sites FINAL WHERE site_id = ? AND deleted = 0";
+pub const KEYS_OF_SITE: &str =
+    "SELECT key_hash, key_id, key_prefix, site_id, created_at, revoked_at, revoked, version \
+     FROM api_keys FINAL WHERE site_id = ? ORDER BY created_at, key_id";
+pub const KEY_BY_HASH: &str =
+    "SELECT key_hash, key_id, key_prefix, site_id, created_at, revoked_at, revoked, version \
+     FROM api_keys FINAL WHERE key_hash = ?";
+pub const KEY_BY_ID: &str =
+    "SELECT key_hash, key_id, key_prefix, site_id, created_at, revoked_at, revoked, version \
+     FROM api_keys FINAL WHERE key_id = ?";
+
+// A site's Overview: the window's events of one site, bots left out of the counts.
+// Rows are counted with uniqExact(event_id), not count(): until a background merge
+// removes it, a redelivered event is in `events` twice. Each takes (site_id, since).
+macro_rules! counted {
+    () => {
+        "site_id = ? AND timestamp >= toDateTime(?) AND is_bot = 0"
+    };
+}
+macro_rules! breakdown {
+    ($column:literal, $only:literal, $rank:literal) => {
+        concat!(
+            "SELECT ",
+            $column,
+            " AS label, uniqExact(event_id) AS events, uniqExact(user_id) AS visitors \
+             FROM events WHERE ",
+            counted!(),
+            $only,
+            " GROUP BY label ORDER BY ",
+            $rank,
+            " DESC, label LIMIT 10"
+        )
+    };
+}
+pub const OVERVIEW_TOTALS: &str = concat!(
+    "SELECT uniqExactIf(event_id, type = 'pageview') AS pageviews, uniqExact(user_id) AS visitors, \
+     uniqExactIf(event_id, type = 'custom_event') AS custom_events FROM events WHERE ",
+    counted!()
+);
+/// Pageviews and visitors per UTC hour, for the hours that have events.
+pub const OVERVIEW_HOURLY: &str = concat!(
+    "SELECT toUInt32(intDiv(toUInt32(timestamp), 3600) * 3600) AS hour, \
+     uniqExactIf(event_id, type = 'pageview') AS pageviews, uniqExact(user_id) AS visitors \
+     FROM events WHERE ",
+    counted!(),
+    " GROUP BY hour ORDER BY hour"
+);
+pub const OVERVIEW_TOP_PAGES: &str = breakdown!("pathname", " AND type = 'pageview'", "events");
+pub const OVERVIEW_COUNTRIES: &str = breakdown!("country", "", "visitors");
+pub const OVERVIEW_BROWSERS: &str = breakdown!("browser", "", "visitors");
+pub const OVERVIEW_DEVICES: &str = breakdown!("device_type", "", "visitors");
+pub const OVERVIEW_CUSTOM_EVENTS: &str =
+    breakdown!("event_name", " AND type = 'custom_event'", "events");
+/// The newest events, bots included; `LIMIT 1 BY event_id` hides unmerged duplicates.
+pub const OVERVIEW_LATEST: &str =
+    "SELECT toUInt32(timestamp) AS ts, type, event_name, hostname, pathname, country, city, \
+     browser, operating_system, device_type, is_bot FROM events \
+     WHERE site_id = ? AND timestamp >= toDateTime(?) \
+     ORDER BY timestamp DESC, event_id LIMIT 1 BY event_id LIMIT 20";
+
+/// The tables the product inserts RowBinary rows into (the enricher: `events`; the
+/// registry and migrations: the others).
+pub const INSERT_TABLES: &[&str] = &["events", "sites", "api_keys", "schema_migrations"];
+
+/// A named statement and how many values it binds.
+#[derive(Clone, Copy, Debug)]
+pub struct Statement {
+    pub name: &'static str,
+    pub sql: &'static str,
+    pub binds: usize,
+}
+
+const fn st(name: &'static str, sql: &'static str) -> Statement {
+    let bytes = sql.as_bytes();
+    let (mut i, mut binds) = (0, 0);
+    while i < bytes.len() {
+        if bytes[i] == b'?' {
+            binds += 1;
+        }
+        i += 1;
+    }
+    Statement { name, sql, binds }
+}
+
+/// Every statement above.
+pub const ALL: &[Statement] = &[
+    st("select_one", SELECT_ONE),
+    st("server_version", SERVER_VERSION),
+    st("applied_migrations", APPLIED_MIGRATIONS),
+    st("sites_max_id", SITES_MAX_ID),
+    st("sites_active", SITES_ACTIVE),
+    st("site_by_id", SITE_BY_ID),
+    st("keys_of_site", KEYS_OF_SITE),
+    st("key_by_hash", KEY_BY_HASH),
+    st("key_by_id", KEY_BY_ID),
+    st("overview_totals", OVERVIEW_TOTALS),
+    st("overview_hourly", OVERVIEW_HOURLY),
+    st("overview_top_pages", OVERVIEW_TOP_PAGES),
+    st("overview_countries", OVERVIEW_COUNTRIES),
+    st("overview_browsers", OVERVIEW_BROWSERS),
+    st("overview_devices", OVERVIEW_DEVICES),
+    st("overview_custom_events", OVERVIEW_CUSTOM_EVENTS),
+    st("overview_latest", OVERVIEW_LATEST),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_the_overview_binds_site_and_window() {
+        let mut names: Vec<&str> = ALL.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ALL.len());
+        for s in ALL.iter().filter(|s| s.name.starts_with("overview_")) {
+            assert_eq!(s.binds, 2, "{}", s.name);
+        }
+        assert_eq!(
+            OVERVIEW_TOP_PAGES,
+            "SELECT pathname AS label, uniqExact(event_id) AS events, uniqExact(user_id) AS visitors \
+             FROM events WHERE site_id = ? AND timestamp >= toDateTime(?) AND is_bot = 0 AND type = 'pageview' \
+             GROUP BY label ORDER BY events DESC, label LIMIT 10"
+        );
+    }
+}

@@ -1,0 +1,82 @@
+//! Enrichment: the step that turns a raw event into an `events` row.
+
+use crate::channel;
+use crate::device::DeviceParser;
+use crate::geo::GeoDb;
+use crate::identity;
+use crate::session::SessionTracker;
+use rivulet_common::event::RawEvent;
+use rivulet_common::schema::events::EventRow;
+
+/// What enrichment needs, built once at startup.
+pub struct Enrichers {
+    pub geo: GeoDb,
+    pub device: DeviceParser,
+    pub visitor_secret: Vec<u8>,
+    pub store_ip: bool,
+}
+
+fn secs(ms: i64) -> u32 {
+    u32::try_from(ms.div_euclid(1000)).unwrap_or(0)
+}
+
+impl Enrichers {
+    pub fn enrich(&self, raw: RawEvent, sessions: &mut SessionTracker) -> EventRow {
+        let geo = raw
+            .ip
+            .parse()
+            .map(|ip| self.geo.lookup(ip))
+            .unwrap_or_default();
+        let device = self.device.parse(&raw.user_agent, raw.screen_width);
+        let channel = channel::classify(
+            raw.referrer.as_deref(),
+            raw.hostname.as_deref(),
+            raw.querystring.as_deref(),
+        );
+        let day = (raw.timestamp.div_euclid(86_400_000)) as u32;
+        let visitor = identity::visitor_id(
+            &self.visitor_secret,
+            day,
+            raw.site_id,
+            &raw.ip,
+            &raw.user_agent,
+        );
+        let user_id = match raw.user_id {
+            Some(u) if !u.is_empty() => u,
+            _ => visitor,
+        };
+        let session_id = sessions.observe(raw.site_id, &user_id, raw.timestamp);
+        EventRow {
+            event_id: raw.event_id,
+            site_id: raw.site_id,
+            timestamp: secs(raw.timestamp),
+            received_at: secs(raw.received_at),
+            event_type: raw.event_type.as_str().to_string(),
+            event_name: raw.event_name.unwrap_or_default(),
+            properties: raw.properties.unwrap_or_default(),
+            hostname: raw.hostname.unwrap_or_default(),
+            pathname: raw.pathname.unwrap_or_default(),
+            querystring: raw.querystring.unwrap_or_default(),
+            page_title: raw.page_title.unwrap_or_default(),
+            referrer: raw.referrer.unwrap_or_default(),
+            channel: channel.as_str().to_string(),
+            user_id,
+            session_id,
+            language: raw.language.unwrap_or_default(),
+            screen_width: raw.screen_width.unwrap_or(0),
+            screen_height: raw.screen_height.unwrap_or(0),
+            country: geo.country,
+            region: geo.region,
+            city: geo.city,
+            lat: geo.lat,
+            lon: geo.lon,
+            browser: device.browser,
+            browser_version: device.browser_version,
+            operating_system: device.operating_system,
+            operating_system_version: device.operating_system_version,
+            device_type: device.device_type,
+            is_bot: u8::from(device.is_bot),
+            ip: if self.store_ip { raw.ip } else { String::new() },
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! The running enricher: its parts wired together from the configuration, run until
+//! shutdown.
+
+use crate::config::EnricherConfig;
+use crate::device::DeviceParser;
+use crate::enrich::Enrichers;
+use crate::error::EnricherError;
+use crate::geo::GeoDb;
+use crate::pipeline::{self, Health, Pipeline};
+use crate::server;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Loads the enrichment data, serves health and metrics, connects to ClickHouse (waiting
+/// for it) and Kafka, and runs the pipeline until SIGTERM or Ctrl-C.
+pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
+    let geo = if cfg.geoip.is_empty() {
+        tracing::warn!("GEOIP_DB is not set: country, region, city and coordinates stay empty");
+        GeoDb::disabled()
+    } else {
+        GeoDb::open(&cfg.geoip)?
+    };
+    tracing::info!(geo = %geo.describe(), "geolocation");
+    let device = DeviceParser::from_yaml_file(&cfg.ua_regexes, cfg.ua_cache_size)?;
+    if cfg.visitor_secret_is_default {
+        tracing::warn!("VISITOR_ID_SECRET is not set: using a development default; set one shared secret for all replicas in production");
+    }
+    let enrichers = Arc::new(Enrichers {
+        geo,
+        device,
+        visitor_secret: cfg.visitor_secret.clone().into_bytes(),
+        store_ip: cfg.store_ip,
+    });
+
+    let health = Arc::new(Health::default());
+    let listener = tokio::net::TcpListener::bind(&cfg.addr)
+        .await
+        .map_err(|source| EnricherError::Listen {
+            addr: cfg.addr.clone(),
+            source,
+        })?;
+    let app = server::router(server::ServerState {
+        health: health.clone(),
+        prometheus: server::prometheus(),
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    // ClickHouse may still be starting: wait for it rather than crash.
+    let db = loop {
+        match cfg.clickhouse.connect().await {
+            Ok(db) => break db,
+            Err(e) => {
+                tracing::warn!(error = %e, url = %cfg.clickhouse.url, "ClickHouse not reachable yet; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    tracing::info!(version = %db.server_version, "connected to ClickHouse");
+    let consumer = Arc::new(pipeline::consumer(&cfg, health.clone())?);
+    let dlq = pipeline::dlq_producer(&cfg)?;
+    tokio::spawn(server::probe(
+        db.clone(),
+        consumer.clone(),
+        cfg.topic.clone(),
+        health.clone(),
+        enrichers.clone(),
+    ));
+
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        rivulet_common::shutdown::signal().await;
+        let _ = tx.send(true);
+        // Keep the sender alive so the loop sees one change, not a closed channel.
+        std::future::pending::<()>().await;
+    });
+    let pipeline = Pipeline {
+        io: tokio::runtime::Handle::current(),
+        cfg,
+        enrichers,
+        db,
+        consumer,
+        dlq,
+        health,
+    };
+    // Enrichment runs on one thread of its own; inserts, metrics and probes stay on this
+    // runtime. The UA parser's regexes keep a cache per thread that runs them (measured:
+    // ~40 MB per thread with uap-core's rules), so a loop that moved between worker
+    // threads paid for them twice.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| EnricherError::Thread(format!("cannot start its runtime: {e}")))?;
+    let enrich = std::thread::Builder::new()
+        .name("enrich".into())
+        .spawn(move || runtime.block_on(pipeline.run(rx)))
+        .map_err(|e| EnricherError::Thread(format!("cannot start it: {e}")))?;
+    tokio::task::spawn_blocking(move || enrich.join())
+        .await
+        .map_err(|e| EnricherError::Thread(e.to_string()))?
+        .map_err(|_| EnricherError::Thread("it panicked".into()))?;
+    tracing::info!("shutdown complete");
+    Ok(())
+}

@@ -1,0 +1,456 @@
+//! Validation of a tracking event (spec §2.1, limits §8, DESIGN.md's wire contract).
+//!
+//! Input is the event's known fields as read from the body (`event_body`); every field
+//! is checked and *all* problems are reported at once, in the spec's shape: `fieldErrors`
+//! keyed by field name and `formErrors` for rules that span fields. Unknown fields never
+//! reach it: they are ignored.
+
+use crate::event::fields::{EventFields, Field};
+use crate::event::TrackEvent;
+use rivulet_common::event::EventType;
+use serde::Serialize;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use uuid::Uuid;
+
+/// Maximum length in characters per string field: the spec's (§8) and ours for the rest.
+pub const LIMITS: &[(&str, usize)] = &[
+    ("pathname", 2048),
+    ("hostname", 253),
+    ("querystring", 2048),
+    ("page_title", 512),
+    ("referrer", 2048),
+    ("user_id", 255),
+    ("user_agent", 512),
+    ("language", 35),
+    ("event_name", 256),
+    ("properties", 2048),
+];
+
+/// The limit of a string field without one of its own in `LIMITS` (`ip_address`).
+const DEFAULT_LIMIT: usize = 2048;
+
+pub const CUSTOM_EVENT_NEEDS_NAME: &str = "Custom events require event_name";
+
+/// How far a client `timestamp` may lie from the receive time and still be used.
+pub const TIMESTAMP_MAX_PAST_MS: i64 = 7 * 24 * 3600 * 1000;
+pub const TIMESTAMP_MAX_FUTURE_MS: i64 = 10 * 60 * 1000;
+
+/// `details` of a 400 response.
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct ValidationErrors {
+    #[serde(rename = "fieldErrors")]
+    pub field_errors: BTreeMap<String, Vec<String>>,
+    #[serde(rename = "formErrors")]
+    pub form_errors: Vec<String>,
+}
+
+impl ValidationErrors {
+    fn field(&mut self, name: &str, msg: impl Into<String>) {
+        self.field_errors
+            .entry(name.to_string())
+            .or_default()
+            .push(msg.into());
+    }
+    pub fn is_empty(&self) -> bool {
+        self.field_errors.is_empty() && self.form_errors.is_empty()
+    }
+}
+
+/// Checks one event. On success the returned event holds only known, valid fields,
+/// its strings still borrowed from the request body where they were. `api_key` is not
+/// looked at: the key check comes after validation, and the caller takes it first.
+pub fn validate_event<'a>(f: EventFields<'a>) -> Result<TrackEvent<'a>, ValidationErrors> {
+    let mut errs = ValidationErrors::default();
+    let site_id = site_id(f.site_id, &mut errs).unwrap_or(0);
+
+    let event_type = match present(f.event_type) {
+        None => Some(EventType::Pageview),
+        Some(Field::Str(s)) if s == "pageview" => Some(EventType::Pageview),
+        Some(Field::Str(s)) if s == "custom_event" => Some(EventType::CustomEvent),
+        Some(_) => {
+            errs.field("type", "type must be \"pageview\" or \"custom_event\"");
+            None
+        }
+    };
+
+    let mut text = |name: &str, v: Option<Field<'a>>| string_field(name, v, &mut errs);
+    let mut ev = TrackEvent {
+        site_id,
+        event_type: event_type.unwrap_or(EventType::Pageview),
+        pathname: text("pathname", f.pathname),
+        hostname: text("hostname", f.hostname),
+        querystring: text("querystring", f.querystring),
+        page_title: text("page_title", f.page_title),
+        referrer: text("referrer", f.referrer),
+        user_id: text("user_id", f.user_id),
+        user_agent: text("user_agent", f.user_agent),
+        language: text("language", f.language),
+        event_name: text("event_name", f.event_name).filter(|s| !s.is_empty()),
+        properties: text("properties", f.properties),
+        ip_address: None,
+        screen_width: None,
+        screen_height: None,
+        event_id: None,
+        timestamp_ms: None,
+    };
+    let ip = text("ip_address", f.ip_address);
+
+    if let Some(p) = &ev.properties {
+        if serde_json::from_str::<serde::de::IgnoredAny>(p).is_err() {
+            errs.field("properties", "properties must be a string of valid JSON");
+        }
+    }
+    if let Some(ip) = ip {
+        match ip.parse::<IpAddr>() {
+            Ok(addr) => ev.ip_address = Some(addr.to_string()),
+            Err(_) => errs.field("ip_address", "ip_address must be an IPv4 or IPv6 address"),
+        }
+    }
+    ev.screen_width = screen("screenWidth", f.screen_width, &mut errs);
+    ev.screen_height = screen("screenHeight", f.screen_height, &mut errs);
+
+    match present(f.event_id) {
+        None => {}
+        Some(Field::Str(s)) => match Uuid::parse_str(&s) {
+            Ok(u) if !u.is_nil() => ev.event_id = Some(u),
+            _ => errs.field("event_id", "event_id must be a UUID"),
+        },
+        Some(_) => errs.field("event_id", "event_id must be a UUID string"),
+    }
+    ev.timestamp_ms = timestamp(present(f.timestamp), &mut errs);
+
+    if event_type == Some(EventType::CustomEvent) && ev.event_name.is_none() {
+        errs.form_errors.push(CUSTOM_EVENT_NEEDS_NAME.to_string());
+    }
+    if errs.is_empty() {
+        Ok(ev)
+    } else {
+        Err(errs)
+    }
+}
+
+/// A field's value, treating JSON `null` as absent.
+fn present(v: Option<Field<'_>>) -> Option<Field<'_>> {
+    v.filter(|v| *v != Field::Null)
+}
+
+/// A valid string field.
+fn string_field<'a>(
+    name: &str,
+    v: Option<Field<'a>>,
+    errs: &mut ValidationErrors,
+) -> Option<Cow<'a, str>> {
+    let Field::Str(s) = present(v)? else {
+        errs.field(name, format!("{name} must be a string"));
+        return None;
+    };
+    let max = LIMITS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(DEFAULT_LIMIT, |(_, m)| *m);
+    // Limits are in characters (Unicode scalar values), as the spec states them.
+    if s.len() > max && s.chars().count() > max {
+        errs.field(name, format!("{name} must be at most {max} characters"));
+        return None;
+    }
+    Some(s)
+}
+
+fn site_id(v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<u32> {
+    const MSG: &str = "site_id must be a positive integer (as a number or a string)";
+    let parsed = match present(v) {
+        None => {
+            errs.field("site_id", "site_id is required");
+            return None;
+        }
+        Some(Field::Unsigned(n)) => Some(n),
+        Some(Field::Str(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            s.parse::<u64>().ok()
+        }
+        Some(_) => None,
+    };
+    match parsed
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| *n > 0)
+    {
+        Some(id) => Some(id),
+        None => {
+            errs.field("site_id", MSG);
+            None
+        }
+    }
+}
+
+fn screen(name: &str, v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<u16> {
+    let v = present(v)?;
+    match v.as_f64() {
+        Some(f) if (0.0..=65535.0).contains(&f) => Some(f.round() as u16),
+        _ => {
+            errs.field(name, format!("{name} must be a number from 0 to 65535"));
+            None
+        }
+    }
+}
+
+fn timestamp(v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<i64> {
+    const MSG: &str = "timestamp must be an RFC 3339 date-time or epoch milliseconds";
+    let ms = match v? {
+        Field::Unsigned(n) => i64::try_from(n).ok().filter(|ms| *ms > 0),
+        Field::Str(s) => {
+            time::OffsetDateTime::parse(&s, &time::format_description::well_known::Rfc3339)
+                .ok()
+                .and_then(|t| i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok())
+        }
+        _ => None,
+    };
+    if ms.is_none() {
+        errs.field("timestamp", MSG);
+    }
+    ms
+}
+
+/// The event time to record: the client's `timestamp` when it lies inside the accepted
+/// window around the receive time, else the receive time itself.
+pub fn effective_timestamp(client_ms: Option<i64>, received_ms: i64) -> i64 {
+    match client_ms {
+        Some(t)
+            if t >= received_ms - TIMESTAMP_MAX_PAST_MS
+                && t <= received_ms + TIMESTAMP_MAX_FUTURE_MS =>
+        {
+            t
+        }
+        _ => received_ms,
+    }
+}
+
+/// The field limits are defined once, in [`LIMITS`]; the OpenAPI document served to
+/// clients and the Node.js SDK's own check must say the same.
+#[cfg(test)]
+mod limits_agree {
+    use super::LIMITS;
+    use std::collections::BTreeMap;
+
+    fn ours() -> BTreeMap<String, u64> {
+        LIMITS
+            .iter()
+            .map(|(f, n)| (f.to_string(), *n as u64))
+            .collect()
+    }
+
+    #[test]
+    fn the_openapi_document_has_the_validators_limits() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../openapi.json")).unwrap();
+        let props = doc["components"]["schemas"]["TrackRequest"]["properties"]
+            .as_object()
+            .expect("TrackRequest properties");
+        let documented: BTreeMap<String, u64> = props
+            .iter()
+            .filter_map(|(f, p)| Some((f.clone(), p["maxLength"].as_u64()?)))
+            .collect();
+        assert_eq!(documented, ours());
+    }
+
+    #[test]
+    fn the_node_sdk_has_the_validators_limits() {
+        let ts = include_str!("../../../sdk/node/src/validate.ts");
+        let start = ts
+            .find("export const LIMITS = {")
+            .expect("sdk/node/src/validate.ts exports LIMITS");
+        let block = &ts[start..start + ts[start..].find("} as const").expect("end of LIMITS")];
+        let sdk: BTreeMap<String, u64> = block
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let (field, n) = l.trim().trim_end_matches(',').split_once(':')?;
+                Some((field.trim().to_string(), n.trim().parse().ok()?))
+            })
+            .collect();
+        assert_eq!(sdk, ours());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::fields::parse_event;
+    use serde_json::{json, Value};
+
+    /// Validates an object given as a JSON value, as a request body would carry it.
+    fn check(v: Value) -> Result<TrackEvent<'static>, ValidationErrors> {
+        let body: &'static [u8] = Vec::leak(serde_json::to_vec(&v).unwrap());
+        validate_event(parse_event(body).unwrap())
+    }
+
+    #[test]
+    fn minimal_pageview_defaults_type() {
+        let ev = check(json!({"api_key": "rb_x", "site_id": "7"})).unwrap();
+        assert_eq!(ev.site_id, 7);
+        assert_eq!(ev.event_type, EventType::Pageview);
+    }
+
+    #[test]
+    fn site_id_as_number_or_string() {
+        assert_eq!(check(json!({"site_id": 3})).unwrap().site_id, 3);
+        for bad in [
+            json!(0),
+            json!(-1),
+            json!("x"),
+            json!(" 1"),
+            json!(1.5),
+            json!(true),
+            json!("4294967296"),
+        ] {
+            let e = check(json!({ "site_id": bad })).unwrap_err();
+            assert!(e.field_errors.contains_key("site_id"), "{bad}");
+        }
+        assert!(check(json!({}))
+            .unwrap_err()
+            .field_errors
+            .contains_key("site_id"));
+    }
+
+    #[test]
+    fn custom_event_requires_name_as_form_error() {
+        let e = check(json!({"site_id": 1, "type": "custom_event"})).unwrap_err();
+        assert_eq!(e.form_errors, vec![CUSTOM_EVENT_NEEDS_NAME]);
+        assert!(e.field_errors.is_empty());
+        let e = check(json!({"site_id": 1, "type": "custom_event", "event_name": ""})).unwrap_err();
+        assert_eq!(e.form_errors, vec![CUSTOM_EVENT_NEEDS_NAME]);
+        assert!(
+            check(json!({"site_id": 1, "type": "custom_event", "event_name": "signup"})).is_ok()
+        );
+    }
+
+    #[test]
+    fn every_limit_at_and_over() {
+        for (field, max) in LIMITS {
+            let fill = if *field == "properties" {
+                format!("\"{}\"", "é".repeat(max - 2))
+            } else {
+                "é".repeat(*max)
+            };
+            let mut obj = json!({"site_id": 1, "type": "custom_event", "event_name": "e"});
+            obj[*field] = json!(fill);
+            assert!(check(obj.clone()).is_ok(), "{field} at its limit");
+            let over = if *field == "properties" {
+                format!("\"{}\"", "é".repeat(max - 1))
+            } else {
+                "é".repeat(max + 1)
+            };
+            obj[*field] = json!(over);
+            let e = check(obj).unwrap_err();
+            assert!(
+                e.field_errors.contains_key(*field),
+                "{field} over its limit"
+            );
+        }
+    }
+
+    #[test]
+    fn properties_must_be_json_string() {
+        let e = check(json!({"site_id": 1, "properties": "{not json"})).unwrap_err();
+        assert!(e.field_errors["properties"][0].contains("valid JSON"));
+        let e = check(json!({"site_id": 1, "properties": {"a": 1}})).unwrap_err();
+        assert!(e.field_errors.contains_key("properties"));
+        assert!(check(json!({"site_id": 1, "properties": "{\"a\":[1,true,\"x\"]}"})).is_ok());
+    }
+
+    #[test]
+    fn wrong_types_are_field_errors() {
+        let e = check(
+            json!({"site_id": 1, "type": "click", "pathname": 5, "screenWidth": "wide",
+            "ip_address": "999.1.1.1", "event_id": "nope", "timestamp": "yesterday"}),
+        )
+        .unwrap_err();
+        for f in [
+            "type",
+            "pathname",
+            "screenWidth",
+            "ip_address",
+            "event_id",
+            "timestamp",
+        ] {
+            assert!(e.field_errors.contains_key(f), "{f}");
+        }
+    }
+
+    #[test]
+    fn nulls_are_absent_and_unknown_fields_ignored() {
+        let ev = check(json!({"site_id": 1, "pathname": null, "future_field": {"x": 1}})).unwrap();
+        assert_eq!(ev.pathname, None);
+    }
+
+    #[test]
+    fn timestamps() {
+        let ev = check(json!({"site_id": 1, "timestamp": "2026-01-02T03:04:05.678Z"})).unwrap();
+        assert_eq!(ev.timestamp_ms, Some(1_767_323_045_678));
+        let ev = check(json!({"site_id": 1, "timestamp": 1_767_323_045_678i64})).unwrap();
+        assert_eq!(ev.timestamp_ms, Some(1_767_323_045_678));
+        let now = 1_767_323_045_678;
+        assert_eq!(effective_timestamp(Some(now - 1000), now), now - 1000);
+        assert_eq!(
+            effective_timestamp(Some(now - TIMESTAMP_MAX_PAST_MS - 1), now),
+            now
+        );
+        assert_eq!(
+            effective_timestamp(Some(now + TIMESTAMP_MAX_FUTURE_MS + 1), now),
+            now
+        );
+        assert_eq!(effective_timestamp(None, now), now);
+    }
+
+    #[test]
+    fn ip_is_normalised() {
+        let ev = check(json!({"site_id": 1, "ip_address": "2001:0db8::0001"})).unwrap();
+        assert_eq!(ev.ip_address.as_deref(), Some("2001:db8::1"));
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+        use serde_json::Map;
+
+        fn json_value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(|n| json!(n)),
+                any::<f64>()
+                    .prop_filter("finite", |f| f.is_finite())
+                    .prop_map(|f| json!(f)),
+                ".{0,40}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(4, 64, 8, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+                    prop::collection::btree_map(".{0,12}", inner, 0..8)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        const FIELDS: [&str; 18] = crate::event::fields::EventFields::NAMES;
+
+        proptest! {
+            // Any object: validation never panics, and an accepted event respects every limit.
+            #[test]
+            fn never_panics_and_accepted_events_respect_limits(
+                vals in prop::collection::vec((0..FIELDS.len(), json_value()), 0..12)
+            ) {
+                let mut obj = Map::new();
+                for (i, v) in vals { obj.insert(FIELDS[i].to_string(), v); }
+                if let Ok(ev) = check(Value::Object(obj)) {
+                    prop_assert!(ev.site_id > 0);
+                    for (s, max) in [(&ev.page_title, 512), (&ev.referrer, 2048), (&ev.user_id, 255),
+                        (&ev.user_agent, 512), (&ev.event_name, 256), (&ev.properties, 2048)] {
+                        prop_assert!(s.as_ref().is_none_or(|s| s.chars().count() <= max));
+                    }
+                    if ev.event_type == EventType::CustomEvent { prop_assert!(ev.event_name.is_some()); }
+                }
+            }
+        }
+    }
+}
