@@ -146,7 +146,7 @@ pub async fn find_key(reg: &Registry, key: &str) -> Result<KeyRecord, AdminError
 }
 
 /// Revokes a key everywhere: records the revocation, then deletes the Redis entry and
-/// tells every ingest to drop it (DESIGN.md, "Keys and sites").
+/// tells every ingest to drop it (docs/design.md, "Keys and sites").
 pub async fn revoke_key(reg: &Registry, rec: &KeyRecord) -> Result<KeyRecord, AdminError> {
     let mut redis = cache::connect().await?;
     let revoked = reg.revoke_key(rec).await?;
