@@ -41,7 +41,7 @@ enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
-    /// Run the web dashboard and admin API (ADMIN_ADDR, ADMIN_TOKEN; see the README).
+    /// Run the web dashboard and admin API (ADMIN_ADDR, ADMIN_TOKEN; see docs/configuration.md).
     Serve,
 }
 

@@ -155,7 +155,7 @@ impl Ops {
     }
 
     /// Revokes a key everywhere: records the revocation, then deletes the Redis entry and
-    /// tells every ingest to drop it (DESIGN.md, "Keys and sites").
+    /// tells every ingest to drop it (docs/design.md, "Keys and sites").
     pub async fn revoke_key(&self, rec: &KeyRecord) -> Result<KeyRecord, AdminError> {
         let mut redis = cache::connect(&self.redis_url).await?;
         let revoked = self.reg.revoke_key(rec).await?;

@@ -1,4 +1,5 @@
-//! Configuration comes from environment variables (documented in the README); these
+//! Configuration comes from environment variables (docs/configuration.md, which
+//! `common/tests/docs.rs` checks against every call of these helpers); these
 //! helpers read one variable with a default and say clearly what is wrong with a bad value.
 
 use crate::CommonError;

@@ -1,4 +1,4 @@
-//! Enricher configuration from the environment (see README, "Configuration").
+//! Enricher configuration from the environment (docs/configuration.md).
 
 use rivulet_common::ch::ChConfig;
 use rivulet_common::{config, kafka, CommonError};

@@ -12,8 +12,9 @@
 //!
 //! The files are memory-mapped, read-only: the pages a lookup touches are shared page
 //! cache (replicas on one host share them, the kernel can drop them under pressure), not
-//! a private copy of the whole file (~134 MB for DB-IP City Lite). Mapping is the one
-//! `unsafe` call of Rivulet ([`map_file`]); see it for the rule that makes it sound.
+//! a private copy of the whole file (~134 MB for DB-IP City Lite). Mapping is the
+//! enricher's one `unsafe` call ([`map_file`]); see it for the rule that makes it sound,
+//! and docs/design.md, "Unsafe code", for every unsafe site of Rivulet.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -97,10 +98,11 @@ impl AsRef<[u8]> for Buffer {
 ///
 /// Mapping is `unsafe` because the mapped bytes must not change while the map lives: a
 /// file rewritten in place could change under a lookup, and one truncated makes a lookup
-/// fault (SIGBUS). Rivulet only reads the map, and the README tells operators to replace a
-/// database by writing a new file and renaming it over the old one (as MaxMind's
-/// `geoipupdate` does): the running enricher keeps the old inode mapped, and reads the new
-/// file after a restart.
+/// fault (SIGBUS). Rivulet only reads the map, and its docs (docs/configuration.md,
+/// `GEOIP_DB`; docs/design.md, "Unsafe code") tell operators to replace a database by
+/// writing a new file and renaming it over the old one (as MaxMind's `geoipupdate` does):
+/// the running enricher keeps the old inode mapped, and reads the new file after a
+/// restart.
 #[allow(unsafe_code)]
 fn map_file(path: &Path) -> std::io::Result<maxminddb::Mmap> {
     let file = std::fs::File::open(path)?;

@@ -2,7 +2,7 @@ use rivulet_enricher::config::EnricherConfig;
 
 // The system allocator, not mimalloc (which ingest uses): measured on 1M events, mimalloc
 // held ~50 MB more RSS here (freed batch chunks and caches kept committed) for no
-// measurable throughput (BENCHMARKS.md).
+// measurable throughput (BENCHMARKS.md, "Design notes").
 
 #[tokio::main]
 async fn main() {

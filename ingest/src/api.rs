@@ -86,7 +86,7 @@ impl IngestError {
         }
     }
 
-    /// The error body of spec §2.3; `details` only for validation errors.
+    /// The error body (docs/design.md, "Wire contract"); `details` only for validation errors.
     pub fn body(&self) -> serde_json::Value {
         match self {
             IngestError::InvalidPayload(details) => {
@@ -122,7 +122,7 @@ impl IntoResponse for IngestError {
 #[derive(Clone, Copy)]
 pub struct ErrorReason(pub &'static str);
 
-/// `{"success":true}` (spec §2.2).
+/// `{"success":true}`: the answer for an event acknowledged by Kafka.
 pub fn success() -> Response {
     // The same bytes for every accepted event: no JSON value to build and serialise.
     (

@@ -1,4 +1,4 @@
-//! API-key authentication through a cache chain (DESIGN.md, "Keys and sites"):
+//! API-key authentication through a cache chain (docs/design.md, "Keys and sites"):
 //! in-process L1 (seconds) → Redis (minutes; negative answers briefly) → the ClickHouse
 //! registry on a miss, with one registry lookup per key at a time.
 //!

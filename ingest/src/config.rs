@@ -1,4 +1,4 @@
-//! Ingest configuration, read once from the environment (see README, "Configuration").
+//! Ingest configuration, read once from the environment (docs/configuration.md).
 
 use crate::client_ip::TrustedProxies;
 use crate::request_body::Linger;
@@ -15,7 +15,7 @@ pub struct IngestConfig {
     /// `KAFKA_BROKERS`, `KAFKA_TOPIC_RAW`.
     pub kafka_brokers: String,
     pub topic: String,
-    /// `RATE_LIMIT_PER_SECOND`, default 20 (the spec's cloud limit); 0 disables.
+    /// `RATE_LIMIT_PER_SECOND`, default 20 per key; 0 disables (a self-hosted install).
     pub rate_limit_per_second: u32,
     /// `KAFKA_ACK_TIMEOUT_MS`, default 5000: longest wait for the broker's ack before 503.
     pub kafka_ack_timeout: Duration,

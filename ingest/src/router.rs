@@ -5,7 +5,7 @@
 //! `from_fn` layer: ingest has six fixed routes, and the router's per-request work (a
 //! cloned route service, boxed futures, an extensions map for the matched path and the
 //! peer address, a labelled-metric lookup under a lock) was ~7 % of ingest's CPU at
-//! 12,000 requests/s (BENCHMARKS.md, session 9).
+//! 12,000 requests/s (BENCHMARKS.md, "Design notes").
 
 use crate::api::{ErrorReason, IngestError};
 use crate::handlers;

@@ -1,5 +1,6 @@
-//! The wire contract of POST /api/track and /api/track/batch (DESIGN.md's table, the
-//! spec's limits), by real HTTP to a running rivulet-ingest on the real stack.
+//! The wire contract of POST /api/track and /api/track/batch (docs/design.md, "Wire
+//! contract": its table and the field limits), by real HTTP to a running rivulet-ingest
+//! on the real stack.
 
 use flate2::{write::GzEncoder, Compression};
 use rivulet_tests::*;

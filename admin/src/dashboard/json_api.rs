@@ -1,4 +1,4 @@
-//! The JSON admin API (README, "Admin API"): the same operations as the pages and the
+//! The JSON admin API (docs/admin.md, "Admin API"): the same operations as the pages and the
 //! CLI, with the CLI's JSON shapes (`output`). Auth: `login::require_api_auth`.
 
 use super::respond::ApiError;

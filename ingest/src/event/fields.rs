@@ -9,7 +9,8 @@
 //!
 //! Why not a `serde_json::Map`: it allocates every key, every string and a tree node per
 //! few fields, and validation then looked each field up by name. Parsing a pageview into
-//! it and validating it cost ~5 µs of ingest's time per request (BENCHMARKS.md).
+//! it and validating it cost ~5 µs of ingest's time per request (BENCHMARKS.md, "Design
+//! notes").
 
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;

@@ -1,8 +1,9 @@
-//! Validation of a tracking event (spec §2.1, limits §8, DESIGN.md's wire contract).
+//! Validation of a tracking event (docs/design.md, "Wire contract": the fields, their
+//! limits and the error shape).
 //!
-//! Input is the event's known fields as read from the body (`event_body`); every field
-//! is checked and *all* problems are reported at once, in the spec's shape: `fieldErrors`
-//! keyed by field name and `formErrors` for rules that span fields. Unknown fields never
+//! Input is the event's known fields as read from the body (`fields`); every field is
+//! checked and *all* problems are reported at once, in the tracking API's shape:
+//! `fieldErrors` keyed by field name and `formErrors` for rules that span fields. Unknown fields never
 //! reach it: they are ignored.
 
 use crate::event::fields::{EventFields, Field};
@@ -14,7 +15,8 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use uuid::Uuid;
 
-/// Maximum length in characters per string field: the spec's (§8) and ours for the rest.
+/// Maximum length in characters per string field: the tracking API's for `page_title`,
+/// `referrer`, `user_id`, `user_agent`, `event_name` and `properties`; ours for the rest.
 pub const LIMITS: &[(&str, usize)] = &[
     ("pathname", 2048),
     ("hostname", 253),
@@ -150,7 +152,7 @@ fn string_field<'a>(
         .iter()
         .find(|(n, _)| *n == name)
         .map_or(DEFAULT_LIMIT, |(_, m)| *m);
-    // Limits are in characters (Unicode scalar values), as the spec states them.
+    // Limits are in characters (Unicode scalar values), as the tracking API states them.
     if s.len() > max && s.chars().count() > max {
         errs.field(name, format!("{name} must be at most {max} characters"));
         return None;

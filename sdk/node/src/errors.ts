@@ -1,4 +1,4 @@
-/** The server's `details` of a validation error (spec 2.3). */
+/** The server's `details` of a validation error: `fieldErrors` by field, `formErrors` for rules that span fields. */
 export interface ServerErrorDetails {
   fieldErrors: Record<string, string[]>;
   formErrors: string[];

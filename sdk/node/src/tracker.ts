@@ -138,7 +138,7 @@ export class Tracker {
     }
   }
 
-  /** Records a pageview. `payload` gives its context (spec 2.5). */
+  /** Records a pageview. `payload` gives its context (`Payload`). */
   pageview(payload?: Payload): Promise<void> {
     return this.#track('pageview', undefined, payload, undefined);
   }

@@ -1,6 +1,6 @@
 import type { TrackerError } from './errors.js';
 
-/** Context of a pageview or custom event (spec 2.5). Every property is optional. */
+/** Context of a pageview or custom event. Every property is optional. */
 export interface Payload {
   hostname?: string | undefined;
   pathname?: string | undefined;
@@ -30,7 +30,7 @@ export interface Payload {
   timestamp?: Date | string | number | undefined;
 }
 
-/** A value of a custom event property (spec 2.6). */
+/** A value of a custom event property: a string, number or boolean, or an array of those. */
 export type PropertyScalar = string | number | boolean;
 export type PropertyValue = PropertyScalar | PropertyScalar[];
 
@@ -100,7 +100,7 @@ export type FetchFunction = (
   text(): Promise<string>;
 }>;
 
-/** Constructor options: the spec's four (2.4) plus reliability settings. */
+/** Constructor options: `analyticsHost`, `siteId`, `apiKey` and `debug`, plus reliability settings. */
 export interface TrackerOptions {
   /** URL of the Rivulet instance including the `/api` prefix, e.g. `https://rivulet.example.com/api`. Optional when `disabled`. */
   analyticsHost: string | undefined;

@@ -192,9 +192,9 @@ function compressOption(v: unknown): number | undefined {
 }
 
 /**
- * Maximum length in characters of each string field: the spec's limits (section 8), and
- * DESIGN.md's for pathname, hostname, querystring and language, so that an event the
- * server would reject fails here, before it is queued.
+ * Maximum length in characters of each string field: the server's (`LIMITS` in the
+ * repository's ingest/src/event/validate.rs; docs/design.md, "Wire contract"), so that
+ * an event the server would reject fails here, before it is queued.
  */
 export const LIMITS = {
   hostname: 253,
@@ -250,7 +250,7 @@ function isScalar(v: unknown): boolean {
   return typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v));
 }
 
-/** Validates custom event properties (spec 2.6) and returns them as the JSON string the wire wants. */
+/** Validates custom event properties (`EventProperties`) and returns them as the JSON string the wire wants. */
 function encodeProperties(properties: unknown): string {
   if (!isPlainObject(properties)) throw invalid(`properties must be a plain object (got ${describe(properties)})`);
   for (const key in properties) {

@@ -197,7 +197,8 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 
 /// One server and the request sent to it, written out once: the generator's own cost per
 /// request should be far below the server's, or it measures itself (with reqwest it used
-/// about as much CPU per request as ingest, on the same two cores; BENCHMARKS.md, session 10).
+/// about as much CPU per request as ingest, on the same two cores; BENCHMARKS.md, "Design
+/// notes").
 #[derive(Clone)]
 struct Target {
     addr: String,

@@ -1,11 +1,11 @@
-// Compiled with `tsc --noEmit` by `npm test`: the public types accept the spec's examples
+// Compiled with `tsc --noEmit` by `npm test`: the public types accept the documented examples
 // and reject wrong usage. Nothing here runs.
 import Tracker, { Tracker as NamedTracker, TrackerError, isTrackerError, VERSION, type DropReason, type EventProperties, type FetchFunction, type Payload, type TrackerOptions, type WireEvent } from 'rivulet-node';
 
 declare const process: { env: Record<string, string | undefined> };
 
 async function specExamples(): Promise<void> {
-  // Spec 2.4 and 4.2.
+  // The README's options and calls.
   const tracker = new Tracker({
     analyticsHost: 'https://rivulet.example.com/api',
     siteId: '1',

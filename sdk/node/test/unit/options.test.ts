@@ -22,7 +22,7 @@ function rejects(options: unknown, option: string, pattern?: RegExp): void {
 }
 
 describe('constructor options', () => {
-  test('accepts the spec example and exports the class as default and named', () => {
+  test('accepts the documented example and exports the class as default and named', () => {
     assert.equal(Tracker, NamedTracker);
     const t = new Tracker(valid);
     assert.ok(t instanceof NamedTracker);
