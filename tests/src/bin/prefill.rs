@@ -135,10 +135,7 @@ async fn main() {
         "prefill: {} distinct user agents from uap-core's test cases",
         user_agents.len()
     );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now = rivulet_tests::now_ms();
     let started = Instant::now();
     let mut pending = Vec::with_capacity(50_000);
     let mut distinct_uas = std::collections::HashSet::new();
