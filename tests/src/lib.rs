@@ -372,6 +372,14 @@ pub async fn stored_events(site: u32) -> StoredEvents {
     }
 }
 
+/// The command line of one of the tools in `src/bin` (its name first), failing with
+/// `usage: {usage}` unless the number of arguments after the name is in `count`.
+pub fn tool_args(usage: &str, count: impl std::ops::RangeBounds<usize>) -> Vec<String> {
+    let args: Vec<String> = std::env::args().collect();
+    assert!(count.contains(&(args.len() - 1)), "usage: {usage}");
+    args
+}
+
 /// Milliseconds since the UNIX epoch, now.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -4,12 +4,19 @@ use rivulet_tests::*;
 use serde_json::json;
 use std::time::Duration;
 
+/// A fresh site and key, an ingest started with `env`, and a reader of what reaches
+/// `events.raw` from now on.
+async fn ingest_and_reader(env: &[(&str, &str)]) -> (u32, String, Service, RawTopicReader) {
+    let (site, key) = site_with_key().await;
+    let ingest = start_ingest(env).await;
+    (site, key, ingest, RawTopicReader::new())
+}
+
 #[tokio::test]
 async fn posted_event_is_in_events_raw_with_server_fields() {
-    let (site, key) = site_with_key().await;
     // 127.0.0.1 is trusted here, so X-Forwarded-For decides the IP when ip_address is absent.
-    let ingest = start_ingest(&[("TRUSTED_PROXIES", "127.0.0.1")]).await;
-    let mut reader = RawTopicReader::new();
+    let (site, key, ingest, mut reader) =
+        ingest_and_reader(&[("TRUSTED_PROXIES", "127.0.0.1")]).await;
     let client = http();
     let id = uuid::Uuid::new_v4().to_string();
     let before = now_ms();
@@ -100,9 +107,7 @@ async fn posted_event_is_in_events_raw_with_server_fields() {
 /// The IP ingest records for an event from 127.0.0.1 that carries these
 /// `X-Forwarded-For` lines, with `TRUSTED_PROXIES` set to `trusted`.
 async fn recorded_ip(trusted: &str, forwarded_for: &[&str]) -> String {
-    let (site, key) = site_with_key().await;
-    let ingest = start_ingest(&[("TRUSTED_PROXIES", trusted)]).await;
-    let mut reader = RawTopicReader::new();
+    let (site, key, ingest, mut reader) = ingest_and_reader(&[("TRUSTED_PROXIES", trusted)]).await;
     let id = uuid::Uuid::new_v4().to_string();
     let mut req = http().post(format!("{}/api/track", ingest.url));
     for line in forwarded_for {
@@ -175,9 +180,8 @@ async fn acks_are_answered_without_waiting_for_the_fallback_poll() {
 /// waits are counted, and every event is in `events.raw`.
 #[tokio::test]
 async fn a_full_producer_queue_makes_requests_wait_not_fail() {
-    let (site, key) = site_with_key().await;
-    let ingest = start_ingest(&[("KAFKA_QUEUE_MAX_MESSAGES", "1")]).await;
-    let mut reader = RawTopicReader::new();
+    let (site, key, ingest, mut reader) =
+        ingest_and_reader(&[("KAFKA_QUEUE_MAX_MESSAGES", "1")]).await;
     let client = http();
     let ids: Vec<String> = (0..60).map(|_| uuid::Uuid::new_v4().to_string()).collect();
     let reqs = ids.iter().map(|id| {

@@ -68,17 +68,25 @@ async fn assert_exactly_once(site: u32, acked: &[String], within: Duration) {
     );
 }
 
+/// A fresh site and key, an ingest, and `n` enrichers, the last one holding partitions.
+async fn pipeline(n: usize) -> (u32, String, Service, Vec<Service>) {
+    let (site, key) = site_with_key().await;
+    let ingest = start_ingest(&[]).await;
+    let mut enrichers = Vec::new();
+    for _ in 0..n {
+        enrichers.push(start_enricher(&[]).await);
+    }
+    wait_assigned(enrichers.last().expect("an enricher")).await;
+    (site, key, ingest, enrichers)
+}
+
 #[tokio::test]
 async fn kill_9_one_of_two_enrichers_loses_nothing() {
     let _serial = SERIAL.lock().await;
-    let (site, key) = site_with_key().await;
-    let ingest = start_ingest(&[]).await;
-    let mut a = start_enricher(&[]).await;
-    let b = start_enricher(&[]).await;
-    wait_assigned(&b).await;
+    let (site, key, ingest, mut enrichers) = pipeline(2).await;
     let producer = spawn_stream(&ingest, &key, site, (40, 100), Duration::from_millis(100));
     tokio::time::sleep(Duration::from_secs(2)).await;
-    a.kill9();
+    enrichers[0].kill9();
     let acked = producer.await.unwrap();
     assert_eq!(acked.len(), 4000);
     assert_exactly_once(site, &acked, Duration::from_secs(90)).await;
@@ -87,10 +95,8 @@ async fn kill_9_one_of_two_enrichers_loses_nothing() {
 #[tokio::test]
 async fn clickhouse_down_20s_under_a_stream_loses_nothing() {
     let _serial = SERIAL.lock().await;
-    let (site, key) = site_with_key().await;
-    let ingest = start_ingest(&[]).await;
-    let mut enricher = start_enricher(&[]).await;
-    wait_assigned(&enricher).await;
+    let (site, key, ingest, mut enrichers) = pipeline(1).await;
+    let enricher = &mut enrichers[0];
     // About 30 s of events; ClickHouse goes away for 20 s of it.
     let producer = spawn_stream(&ingest, &key, site, (60, 20), Duration::from_millis(500));
     tokio::time::sleep(Duration::from_secs(3)).await;
