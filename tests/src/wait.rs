@@ -12,8 +12,9 @@
 //!
 //! An attempt returns `Ok` when what it waits for has happened, and `Err` with what it saw
 //! otherwise (a status, a count), which a wait that runs out reports. The first attempt is
-//! always made, and no attempt starts after the deadline: the pause before the last one is
-//! cut short to end at it. An attempt that started in time and succeeds counts.
+//! always made; after it, no attempt starts at or after the deadline (a wait gives up as
+//! soon as the next attempt could not start before it). An attempt that started in time
+//! and succeeds counts.
 
 use std::fmt::Display;
 use std::future::Future;
@@ -67,12 +68,24 @@ impl Pace {
         self.start + self.within
     }
 
-    /// The pause before the next attempt, or `None` when the deadline has passed.
+    /// The pause before the next attempt, or `None` when that attempt could not start
+    /// before the deadline.
     fn next_pause(&mut self) -> Option<Duration> {
-        let (end, now) = (self.end(), Instant::now());
-        let pause = (now < end).then(|| self.pause.min(end - now));
+        let pause = (Instant::now() + self.pause < self.end()).then_some(self.pause);
         self.pause = (self.pause * 2).min(self.max_pause);
         pause
+    }
+
+    /// Sleeps `pause`; whether the deadline is still ahead after it.
+    async fn sleep(&self, pause: Duration) -> bool {
+        tokio::time::sleep(pause).await;
+        Instant::now() < self.end()
+    }
+
+    /// `sleep`, with the thread asleep.
+    fn sleep_blocking(&self, pause: Duration) -> bool {
+        std::thread::sleep(pause);
+        Instant::now() < self.end()
     }
 
     /// Calls `attempt` until it returns `Ok`; after the deadline, the last attempt's `Err`.
@@ -87,8 +100,8 @@ impl Pace {
                 Err(seen) => seen,
             };
             match self.next_pause() {
-                Some(pause) => tokio::time::sleep(pause).await,
-                None => return Err(seen),
+                Some(pause) if self.sleep(pause).await => {}
+                _ => return Err(seen),
             }
         }
     }
@@ -120,16 +133,16 @@ impl Pace {
                 Err(seen) => seen,
             };
             match self.next_pause() {
-                Some(pause) => std::thread::sleep(pause),
-                None => return Err(seen),
+                Some(pause) if self.sleep_blocking(pause) => {}
+                _ => return Err(seen),
             }
         }
     }
 
-    /// Runs `round` (which asserts what must keep holding) again and again until the
-    /// deadline, pausing between rounds; the rounds are numbered from 0. Returns how many
-    /// ran.
-    pub async fn repeat<F, Fut>(mut self, mut round: F) -> u32
+    /// Runs `round` (which asserts what must keep holding) again and again while the
+    /// deadline is ahead, with the pace's first pause after each round (cut short at the
+    /// deadline); the rounds are numbered from 0. Returns how many ran.
+    pub async fn repeat<F, Fut>(self, mut round: F) -> u32
     where
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = ()>,
@@ -138,9 +151,11 @@ impl Pace {
         while Instant::now() < self.end() {
             round(n).await;
             n += 1;
-            match self.next_pause() {
-                Some(pause) if !pause.is_zero() => tokio::time::sleep(pause).await,
-                _ => {}
+            let pause = self
+                .pause
+                .min(self.end().saturating_duration_since(Instant::now()));
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
             }
         }
         n
@@ -177,18 +192,17 @@ mod tests {
     async fn poll_gives_the_last_seen_value_and_starts_no_attempt_after_the_deadline() {
         let started = Instant::now();
         let last_start = Cell::new(started);
-        let got: Result<(), u32> = Pace::within(ms(500))
-            .every(ms(400))
+        let got: Result<(), u32> = Pace::within(ms(1000))
+            .every(ms(600))
             .poll(|| async {
                 last_start.set(Instant::now());
                 Err(7)
             })
             .await;
         assert_eq!(got, Err(7));
-        // Attempts at 0 and 400 ms; the next pause is cut to end at the deadline (500 ms),
-        // where a whole one would have put the last attempt at 800 ms.
+        // Attempts at 0 and 600 ms; the next would start at 1200 ms, past the deadline.
         let at = last_start.get() - started;
-        assert!(at >= ms(500) && at < ms(750), "{at:?}");
+        assert!(at >= ms(600) && at < ms(1000), "{at:?}");
     }
 
     #[tokio::test]
@@ -240,11 +254,13 @@ mod tests {
         });
         assert_eq!(got, Ok(2));
         let started = Instant::now();
-        let got: Result<(), ()> = Pace::within(ms(100))
-            .every(ms(30))
-            .poll_blocking(|| Err(()));
+        let mut starts = Vec::new();
+        let got: Result<(), ()> = Pace::within(ms(100)).every(ms(30)).poll_blocking(|| {
+            starts.push(started.elapsed());
+            Err(())
+        });
         assert_eq!(got, Err(()));
-        assert!(started.elapsed() >= ms(100));
+        assert!(starts.iter().all(|at| *at < ms(100)), "{starts:?}");
     }
 
     #[tokio::test]
@@ -259,7 +275,7 @@ mod tests {
             })
             .await;
         assert!(started.elapsed() >= ms(200));
-        assert!((2..=6).contains(&n), "{n} rounds");
+        assert!((1..=6).contains(&n), "{n} rounds");
         assert_eq!(*seen.borrow(), (0..n).collect::<Vec<_>>());
     }
 }
