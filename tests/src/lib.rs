@@ -3,19 +3,29 @@
 //! and against the real service binaries, started as processes.
 //!
 //! Nothing here skips a test when a service is missing: it fails, saying what to start.
+//!
+//! Every wait goes through `wait::Pace` (bounded polls, and checks that keep holding for
+//! a while), HTTP exchanges through `client::Fetch`, reads of Kafka through
+//! `kafka`, and a client that retries as the SDK does is a `retry::RetryingClient`.
 
+pub mod client;
+pub mod kafka;
 pub mod openapi;
 pub mod raw;
+pub mod retry;
+pub mod wait;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
-use rdkafka::{Offset, TopicPartitionList};
+pub use client::*;
+pub use kafka::*;
+pub use retry::*;
+pub use wait::*;
+
 use rivulet_common::ch::{ChConfig, Db};
-use rivulet_common::event::RawEvent;
 use rivulet_common::registry::Registry;
-use std::collections::HashMap;
+use std::cell::Cell;
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
@@ -147,12 +157,8 @@ impl Service {
     pub async fn metrics_text(&self) -> String {
         http()
             .get(format!("{}/metrics", self.url))
-            .send()
+            .fetch_text()
             .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
     }
     /// Sends SIGTERM and returns at once.
     pub fn sigterm(&self) {
@@ -167,14 +173,18 @@ impl Service {
     /// SIGTERM, then wait for exit; returns whether it exited cleanly in time.
     pub fn terminate(&mut self, within: Duration) -> bool {
         self.sigterm();
-        let end = Instant::now() + within;
-        while Instant::now() < end {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.success();
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
+        self.wait_exit(within)
+            .is_some_and(|status| status.success())
+    }
+    /// Waits up to `within` for the process to exit; its exit status if it did.
+    fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        Pace::within(within)
+            .every(Duration::from_millis(50))
+            .poll_blocking(|| match self.child.try_wait() {
+                Ok(Some(status)) => Ok(status),
+                _ => Err(()),
+            })
+            .ok()
     }
     pub fn kill9(&mut self) {
         let _ = self.child.kill();
@@ -187,15 +197,9 @@ impl Drop for Service {
     /// its group at once instead of holding partitions until its session times out.
     fn drop(&mut self) {
         drop(self.child.stdin.take());
-        let end = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < end {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if self.wait_exit(Duration::from_secs(15)).is_none() {
+            self.kill9();
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -224,21 +228,22 @@ pub async fn start_ingest_live(extra: &[(&str, &str)]) -> Service {
 /// Starts `rivulet-ingest` with only the stack's environment and `extra`: its own
 /// defaults, the rate limit of 20 among them (the other helpers turn it off).
 pub async fn start_ingest_with_its_defaults(extra: &[(&str, &str)]) -> Service {
-    let svc = spawn_service("rivulet-ingest", "INGEST_ADDR", &[], extra);
+    let svc = spawn_service("rivulet-ingest", &[], "INGEST_ADDR", &[], extra);
     wait_ready(&svc.url, Duration::from_secs(30)).await;
     svc
 }
 
 fn spawn_ingest(extra: &[(&str, &str)]) -> Service {
     let defaults = [("RATE_LIMIT_PER_SECOND", "0")];
-    spawn_service("rivulet-ingest", "INGEST_ADDR", &defaults, extra)
+    spawn_service("rivulet-ingest", &[], "INGEST_ADDR", &defaults, extra)
 }
 
-/// Starts a service binary on a free port (given in `addr_var`) with the stack's
-/// environment, `defaults`, then `extra`; output goes to a log file under
+/// Starts a service binary with `args` on a free port (given in `addr_var`) with the
+/// stack's environment, `defaults`, then `extra`; output goes to a log file under
 /// `.stack/logs/tests/`; stdin is its lifeline.
 fn spawn_service(
     name: &str,
+    args: &[&str],
     addr_var: &str,
     defaults: &[(&str, &str)],
     extra: &[(&str, &str)],
@@ -248,7 +253,8 @@ fn spawn_service(
     let log = log_file(name.trim_start_matches("rivulet-"));
     let out = std::fs::File::create(&log).unwrap();
     let mut cmd = Command::new(binary(name));
-    cmd.env(addr_var, format!("127.0.0.1:{port}"))
+    cmd.args(args)
+        .env(addr_var, format!("127.0.0.1:{port}"))
         .env("RUST_LOG", "info")
         .env("RIVULET_STDIN_LIFELINE", "1")
         .stdin(Stdio::piped())
@@ -261,143 +267,6 @@ fn spawn_service(
         child: cmd.spawn().unwrap_or_else(|e| panic!("spawn {name}: {e}")),
         url: format!("http://127.0.0.1:{port}"),
         log,
-    }
-}
-
-/// POSTs `body` as JSON to `url` `n` times at once; the responses, in order.
-pub async fn post_concurrently(
-    url: &str,
-    body: &serde_json::Value,
-    n: usize,
-) -> Vec<reqwest::Response> {
-    let client = http();
-    let reqs = (0..n).map(|_| client.post(url).json(body).send());
-    futures::future::join_all(reqs)
-        .await
-        .into_iter()
-        .map(|r| r.expect("a response"))
-        .collect()
-}
-
-/// `post_concurrently`, and only the statuses, sorted.
-pub async fn statuses_of_concurrent_posts(
-    url: &str,
-    body: &serde_json::Value,
-    n: usize,
-) -> Vec<u16> {
-    let mut statuses: Vec<u16> = post_concurrently(url, body, n)
-        .await
-        .iter()
-        .map(|r| r.status().as_u16())
-        .collect();
-    statuses.sort_unstable();
-    statuses
-}
-
-/// Sleeps until 20 ms into the next second, so that a burst of requests falls in one
-/// rate-limit window.
-pub async fn start_of_next_second() {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_millis();
-    tokio::time::sleep(Duration::from_millis(u64::from(1000 - ms) + 20)).await;
-}
-
-pub async fn wait_ready(url: &str, within: Duration) {
-    wait_for(url, "/_readiness", within).await;
-}
-
-/// Waits until GET `url` + `path` answers 2xx, polling every 100 ms, for at most `within`.
-pub async fn wait_for(url: &str, path: &str, within: Duration) {
-    let end = Instant::now() + within;
-    let client = http();
-    loop {
-        if let Ok(r) = client.get(format!("{url}{path}")).send().await {
-            if r.status().is_success() {
-                return;
-            }
-        }
-        assert!(
-            Instant::now() < end,
-            "{url}{path} did not answer 2xx within {within:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-pub fn http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
-
-/// Reads `events.raw` from the offsets it had when created, to find what a test posted.
-pub struct RawTopicReader {
-    consumer: BaseConsumer,
-    seen: HashMap<String, (String, RawEvent)>,
-}
-
-impl RawTopicReader {
-    pub fn new() -> Self {
-        load_stack_env();
-        let consumer: BaseConsumer = rivulet_common::kafka::base_config()
-            .set("group.id", format!("test-{}", uuid::Uuid::new_v4()))
-            .set("enable.auto.commit", "false")
-            .create()
-            .unwrap();
-        let topic = rivulet_common::kafka::topic_raw();
-        let md = consumer
-            .fetch_metadata(Some(&topic), Duration::from_secs(10))
-            .expect("Kafka metadata");
-        let mut tpl = TopicPartitionList::new();
-        for p in md.topics()[0].partitions() {
-            let (_, high) = consumer
-                .fetch_watermarks(&topic, p.id(), Duration::from_secs(10))
-                .unwrap();
-            tpl.add_partition_offset(&topic, p.id(), Offset::Offset(high))
-                .unwrap();
-        }
-        consumer.assign(&tpl).unwrap();
-        RawTopicReader {
-            consumer,
-            seen: HashMap::new(),
-        }
-    }
-
-    /// Reads one message (waiting up to `wait`) into `seen`.
-    fn poll_one(&mut self, wait: Duration) {
-        if let Some(Ok(m)) = self.consumer.poll(wait) {
-            let key = String::from_utf8_lossy(m.key().unwrap_or_default()).to_string();
-            if let Ok(ev) = serde_json::from_slice::<RawEvent>(m.payload().unwrap_or_default()) {
-                self.seen.insert(ev.event_id.to_string(), (key, ev));
-            }
-        }
-    }
-
-    /// The message key and event with this `event_id`, waiting up to `within`.
-    pub fn find(&mut self, event_id: &str, within: Duration) -> Option<(String, RawEvent)> {
-        let end = Instant::now() + within;
-        while !self.seen.contains_key(event_id) && Instant::now() < end {
-            self.poll_one(Duration::from_millis(200));
-        }
-        self.seen.get(event_id).cloned()
-    }
-
-    /// Every message that arrived within `within`, keyed by event id.
-    pub fn drain(&mut self, within: Duration) -> &HashMap<String, (String, RawEvent)> {
-        let end = Instant::now() + within;
-        while Instant::now() < end {
-            self.poll_one(Duration::from_millis(100));
-        }
-        &self.seen
-    }
-}
-
-impl Default for RawTopicReader {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -425,80 +294,105 @@ pub async fn start_enricher(extra: &[(&str, &str)]) -> Service {
         ("GEOIP_DB", geo.to_str().unwrap()),
         ("BATCH_MAX_AGE_MS", "200"),
     ];
-    let svc = spawn_service("rivulet-enricher", "ENRICHER_ADDR", &defaults, extra);
+    let svc = spawn_service("rivulet-enricher", &[], "ENRICHER_ADDR", &defaults, extra);
     wait_ready(&svc.url, Duration::from_secs(60)).await;
     svc
 }
 
 /// Waits until the enricher holds partitions and the group has been stable for a second.
 pub async fn wait_assigned(enricher: &Service) {
-    let end = Instant::now() + Duration::from_secs(60);
-    let mut stable_since: Option<(u64, Instant)> = None;
-    loop {
-        let body: serde_json::Value = http()
-            .get(format!("{}/_readiness", enricher.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let n = body["assigned_partitions"].as_u64().unwrap_or(0);
-        match stable_since {
-            Some((m, t)) if m == n && n > 0 && t.elapsed() >= Duration::from_secs(1) => return,
-            Some((m, _)) if m == n => {}
-            _ => stable_since = Some((n, Instant::now())),
-        }
-        assert!(
-            Instant::now() < end,
-            "the enricher got no partitions within 60 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let stable_since: Cell<Option<(u64, Instant)>> = Cell::new(None);
+    Pace::within(Duration::from_secs(60))
+        .every(Duration::from_millis(100))
+        .poll_until(
+            "the enricher got no partitions, stable for 1 s,",
+            || async {
+                let body: serde_json::Value = http()
+                    .get(format!("{}/_readiness", enricher.url))
+                    .fetch_json()
+                    .await;
+                let n = body["assigned_partitions"].as_u64().unwrap_or(0);
+                match stable_since.get() {
+                    Some((m, t)) if m == n && n > 0 && t.elapsed() >= Duration::from_secs(1) => {
+                        return Ok(())
+                    }
+                    Some((m, _)) if m == n => {}
+                    _ => stable_since.set(Some((n, Instant::now()))),
+                }
+                Err(format!("{n} partitions"))
+            },
+        )
+        .await
+}
+
+/// Polls ClickHouse every 250 ms until `sql` (returning one UInt64) reaches `want`, or
+/// `within` passes; returns the last value read.
+pub async fn wait_count(sql: &str, want: u64, within: Duration) -> u64 {
+    let db = db().await;
+    let last = Cell::new(0);
+    let reached = Pace::within(within)
+        .every(Duration::from_millis(250))
+        .poll(|| async {
+            if let Ok(n) = db.client.query(sql).fetch_one::<u64>().await {
+                last.set(n);
+                if n >= want {
+                    return Ok(n);
+                }
+            }
+            Err(())
+        })
+        .await;
+    reached.unwrap_or(last.get())
+}
+
+/// What ClickHouse holds for a site: its distinct event ids, its rows after dedup
+/// (`FINAL`), and all its rows (redeliveries and client retries not merged yet).
+pub struct StoredEvents {
+    pub ids: HashSet<String>,
+    pub rows_after_dedup: u64,
+    pub rows: u64,
+}
+
+pub async fn stored_events(site: u32) -> StoredEvents {
+    let db = db().await;
+    let query = |sql: &str| db.client.query(sql);
+    let ids = query("SELECT DISTINCT toString(event_id) FROM events WHERE site_id = ?")
+        .bind(site)
+        .fetch_all::<String>();
+    let rows_after_dedup = query("SELECT count() FROM events FINAL WHERE site_id = ?")
+        .bind(site)
+        .fetch_one::<u64>();
+    let rows = query("SELECT count() FROM events WHERE site_id = ?")
+        .bind(site)
+        .fetch_one::<u64>();
+    StoredEvents {
+        ids: ids.await.unwrap().into_iter().collect(),
+        rows_after_dedup: rows_after_dedup.await.unwrap(),
+        rows: rows.await.unwrap(),
     }
 }
 
-/// Polls ClickHouse until `sql` (returning one UInt64) reaches `want`, or `within` passes;
-/// returns the last value.
-pub async fn wait_count(sql: &str, want: u64, within: Duration) -> u64 {
-    let db = db().await;
-    let end = Instant::now() + within;
-    let mut last = 0;
-    while Instant::now() < end {
-        if let Ok(n) = db.client.query(sql).fetch_one::<u64>().await {
-            last = n;
-            if n >= want {
-                return n;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    last
+/// The command line of one of the tools in `src/bin` (its name first), failing with
+/// `usage: {usage}` unless the number of arguments after the name is in `count`.
+pub fn tool_args(usage: &str, count: impl std::ops::RangeBounds<usize>) -> Vec<String> {
+    let args: Vec<String> = std::env::args().collect();
+    assert!(count.contains(&(args.len() - 1)), "usage: {usage}");
+    args
+}
+
+/// Milliseconds since the UNIX epoch, now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }
 
 /// Starts `rivulet-admin serve` (the dashboard) on a free port with the stack's
 /// environment and `ADMIN_TOKEN=token`, and waits until it is ready.
 pub async fn start_admin(token: &str, extra: &[(&str, &str)]) -> Service {
-    load_stack_env();
-    let port = free_port();
-    let log = log_file("admin");
-    let out = std::fs::File::create(&log).unwrap();
-    let mut cmd = Command::new(binary("rivulet-admin"));
-    cmd.arg("serve")
-        .env("ADMIN_ADDR", format!("127.0.0.1:{port}"))
-        .env("ADMIN_TOKEN", token)
-        .env("RUST_LOG", "info")
-        .env("RIVULET_STDIN_LIFELINE", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::from(out.try_clone().unwrap()))
-        .stderr(Stdio::from(out));
-    for (k, v) in extra {
-        cmd.env(k, v);
-    }
-    let svc = Service {
-        child: cmd.spawn().expect("spawn rivulet-admin serve"),
-        url: format!("http://127.0.0.1:{port}"),
-        log,
-    };
+    let defaults = [("ADMIN_TOKEN", token)];
+    let svc = spawn_service("rivulet-admin", &["serve"], "ADMIN_ADDR", &defaults, extra);
     wait_ready(&svc.url, Duration::from_secs(30)).await;
     svc
 }

@@ -20,7 +20,7 @@ use rivulet_tests::*;
 use serde_json::json;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug)]
@@ -95,13 +95,19 @@ struct Ledger {
     gave_up: u64,
 }
 
+/// Pauses of 100 ms doubling to 1 s, 10 s an attempt, two minutes an event.
+const RETRIES: RetryPolicy = RetryPolicy {
+    first_pause: Duration::from_millis(100),
+    max_pause: Duration::from_secs(1),
+    attempt_timeout: Duration::from_secs(10),
+    give_up_after: Duration::from_secs(120),
+};
+
 struct Client {
-    http: reqwest::Client,
-    ingests: RwLock<Vec<String>>,
+    ingests: RetryingClient,
     key: String,
     site: u32,
     ledger: Mutex<Ledger>,
-    retries: AtomicU64,
     next: AtomicU64,
 }
 
@@ -116,33 +122,11 @@ impl Client {
             "timestamp": ts, "pathname": path,
             "ip_address": format!("81.2.69.{}", self.next.fetch_add(1, Ordering::Relaxed) % 250),
             "user_agent": "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0"});
-        let start = Instant::now();
-        let mut attempt = self.next.load(Ordering::Relaxed) as usize;
-        let mut backoff = Duration::from_millis(100);
-        while start.elapsed() < Duration::from_secs(120) {
-            let url = {
-                let ingests = self.ingests.read().unwrap();
-                ingests[attempt % ingests.len()].clone()
-            };
-            let r = self
-                .http
-                .post(format!("{url}/api/track"))
-                .timeout(Duration::from_secs(10))
-                .json(&body)
-                .send()
-                .await;
-            match r.map(|r| r.status().as_u16()) {
-                Ok(200) => return true,
-                // Retryable, as in the SDK: 429, 5xx, time-outs and connection errors.
-                Ok(429) | Ok(500..=599) | Err(_) => {}
-                Ok(s) => panic!("event {event_id}: unexpected status {s}"),
-            }
-            self.retries.fetch_add(1, Ordering::Relaxed);
-            attempt += 1;
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(1));
-        }
-        false
+        let first = self.next.load(Ordering::Relaxed) as usize;
+        let what = format!("event {event_id}");
+        self.ingests
+            .post_until_ok(&what, "/api/track", &body, first)
+            .await
     }
 
     async fn send_and_record(self: Arc<Self>, event_id: String) {
@@ -155,15 +139,6 @@ impl Client {
             ledger.gave_up += 1;
         }
     }
-}
-
-async fn count(sql: &str) -> u64 {
-    db().await
-        .client
-        .query(sql)
-        .fetch_one::<u64>()
-        .await
-        .unwrap()
 }
 
 /// Time until probe events sent now are acknowledged and queryable in ClickHouse: twelve
@@ -226,12 +201,10 @@ async fn nothing_acknowledged_is_lost_under_faults() {
         wait_assigned(e).await;
     }
     let client = Arc::new(Client {
-        http: http(),
-        ingests: RwLock::new(ingests.iter().map(|s| s.url.clone()).collect()),
+        ingests: RetryingClient::new(ingests.iter().map(|s| s.url.clone()).collect(), RETRIES),
         key,
         site,
         ledger: Mutex::new(Ledger::default()),
-        retries: AtomicU64::new(0),
         next: AtomicU64::new(0),
     });
 
@@ -283,7 +256,7 @@ async fn nothing_acknowledged_is_lost_under_faults() {
             }
             Fault::RestartIngest(i) => {
                 let mut old = std::mem::replace(&mut ingests[i], start_ingest(&[]).await);
-                client.ingests.write().unwrap()[i] = ingests[i].url.clone();
+                client.ingests.replace_ingest(i, ingests[i].url.clone());
                 let clean =
                     tokio::task::spawn_blocking(move || old.terminate(Duration::from_secs(30)))
                         .await
@@ -307,27 +280,14 @@ async fn nothing_acknowledged_is_lost_under_faults() {
     wait_count(&uniq, acked.len() as u64, Duration::from_secs(180)).await;
     // Give redeliveries in flight a moment to land, so that duplicates would be seen.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let stored_ids: Vec<String> = db()
-        .await
-        .client
-        .query(&format!(
-            "SELECT DISTINCT toString(event_id) FROM events WHERE site_id = {site}"
-        ))
-        .fetch_all::<String>()
-        .await
-        .unwrap();
-    let stored: HashSet<String> = stored_ids.into_iter().collect();
+    // Rows before dedup: redeliveries after a SIGKILL and client retries show up there.
+    let StoredEvents {
+        ids: stored,
+        rows_after_dedup: rows_final,
+        rows: rows_raw,
+    } = stored_events(site).await;
     let lost = acked.difference(&stored).count();
-    let rows_final = count(&format!(
-        "SELECT count() FROM events FINAL WHERE site_id = {site}"
-    ))
-    .await;
     let duplicates = rows_final.saturating_sub(stored.len() as u64);
-    // Rows before dedup: redeliveries after a SIGKILL and client retries show up here.
-    let rows_raw = count(&format!(
-        "SELECT count() FROM events WHERE site_id = {site}"
-    ))
-    .await;
     let summary = json!({
         "profile": std::env::var("CHAOS_PROFILE").unwrap_or_else(|_| "short".into()),
         "rate_per_sec": p.rate,
@@ -338,7 +298,7 @@ async fn nothing_acknowledged_is_lost_under_faults() {
         "lost": lost,
         "rows_before_dedup": rows_raw,
         "duplicates_after_dedup": duplicates,
-        "client_retries": client.retries.load(Ordering::Relaxed),
+        "client_retries": client.ingests.retries(),
         "recovery_seconds": recoveries.iter().map(|(n, d)| json!({"fault": n, "seconds": (d.as_secs_f64() * 10.0).round() / 10.0})).collect::<Vec<_>>(),
         "duration_seconds": started.elapsed().as_secs(),
     });

@@ -49,7 +49,7 @@ struct Dash {
 impl Dash {
     /// GET /login: the login cookie and the form's token.
     async fn login_form(url: &str) -> (String, String) {
-        let r = client().get(format!("{url}/login")).send().await.unwrap();
+        let r = client().get(format!("{url}/login")).fetch().await;
         assert_eq!(r.status(), StatusCode::OK);
         let (cookie, _) = set_cookie(&r, "rivulet_admin_login").expect("login cookie");
         (cookie, csrf_of(&r.text().await.unwrap()))
@@ -60,9 +60,8 @@ impl Dash {
             .post(format!("{url}/login"))
             .header(COOKIE, cookie)
             .form(&[("csrf", csrf), ("token", token)])
-            .send()
+            .fetch()
             .await
-            .unwrap()
     }
 
     async fn log_in(url: &str, token: &str) -> Dash {
@@ -86,9 +85,8 @@ impl Dash {
             .http
             .get(format!("{}{path}", self.url))
             .header(COOKIE, &self.cookie)
-            .send()
-            .await
-            .unwrap();
+            .fetch()
+            .await;
         (r.status(), r.text().await.unwrap())
     }
 
@@ -97,9 +95,8 @@ impl Dash {
             .post(format!("{}{path}", self.url))
             .header(COOKIE, &self.cookie)
             .form(form)
-            .send()
+            .fetch()
             .await
-            .unwrap()
     }
 
     /// Creates a site through the form; returns its id.
@@ -151,11 +148,7 @@ async fn login_with_a_wrong_token_fails_slowly_and_the_right_one_gets_a_strict_c
     assert!(header.contains("SameSite=Strict"), "{header}");
 
     // Without a session, pages send you to the login form.
-    let r = client()
-        .get(format!("{}/sites", admin.url))
-        .send()
-        .await
-        .unwrap();
+    let r = client().get(format!("{}/sites", admin.url)).fetch().await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert_eq!(r.headers()[LOCATION], "/login");
 }
@@ -254,17 +247,15 @@ async fn the_json_api_needs_the_admin_token_and_counts_each_event_once() {
     let r = http
         .get(api("/sites"))
         .bearer_auth("wrong-token-0123456789")
-        .send()
-        .await
-        .unwrap();
+        .fetch()
+        .await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert!(started.elapsed() >= Duration::from_millis(900));
     let r = http
         .post(api("/sites"))
         .json(&json!({"domain": domain()}))
-        .send()
-        .await
-        .unwrap();
+        .fetch()
+        .await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
 
     // With the token: a site, a key (shown once), the key list without the secret.
@@ -273,9 +264,8 @@ async fn the_json_api_needs_the_admin_token_and_counts_each_event_once() {
         .post(api("/sites"))
         .bearer_auth(&token)
         .json(&json!({"domain": domain, "name": "Api"}))
-        .send()
-        .await
-        .unwrap();
+        .fetch()
+        .await;
     assert_eq!(r.status(), StatusCode::CREATED);
     let site_id = r.json::<Value>().await.unwrap()["site_id"]
         .as_u64()
@@ -283,50 +273,30 @@ async fn the_json_api_needs_the_admin_token_and_counts_each_event_once() {
     let created: Value = http
         .post(api(&format!("/sites/{site_id}/keys")))
         .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     let secret = created["api_key"].as_str().unwrap();
     assert!(secret.starts_with("rb_"));
     let keys: Value = http
         .get(api(&format!("/sites/{site_id}/keys")))
         .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     assert_eq!(keys.as_array().unwrap().len(), 1);
     assert!(!keys.to_string().contains(&secret[3..]));
 
     // The session cookie works for reading; changes also need X-CSRF-Token.
     let d = Dash::log_in(&admin.url, &token).await;
-    let r = http
-        .get(api(&format!("/sites/{site_id}")))
-        .header(COOKIE, &d.cookie)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    let r = http
-        .post(api(&format!("/sites/{site_id}/keys")))
-        .header(COOKIE, &d.cookie)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::FORBIDDEN);
-    let r = http
-        .post(api(&format!("/sites/{site_id}/keys")))
-        .header(COOKIE, &d.cookie)
-        .header("x-csrf-token", &d.csrf)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::CREATED);
+    let in_session = |req: reqwest::RequestBuilder| req.header(COOKIE, &d.cookie).fetch_status();
+    let site_url = api(&format!("/sites/{site_id}"));
+    let keys_url = api(&format!("/sites/{site_id}/keys"));
+    assert_eq!(in_session(http.get(&site_url)).await, StatusCode::OK);
+    assert_eq!(
+        in_session(http.post(&keys_url)).await,
+        StatusCode::FORBIDDEN
+    );
+    let with_csrf = http.post(&keys_url).header("x-csrf-token", &d.csrf);
+    assert_eq!(in_session(with_csrf).await, StatusCode::CREATED);
 
     // Overview: a redelivered event (same event_id, not merged yet) counts once; bots
     // are not counted.
@@ -351,12 +321,8 @@ async fn the_json_api_needs_the_admin_token_and_counts_each_event_once() {
     let o: Value = http
         .get(api(&format!("/sites/{site_id}/overview")))
         .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     assert_eq!(
         o["totals"],
         json!({"pageviews": 2, "visitors": 2, "custom_events": 1})
@@ -381,9 +347,8 @@ async fn the_json_api_needs_the_admin_token_and_counts_each_event_once() {
     let r = http
         .get(api("/sites/4000000000/overview"))
         .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+        .fetch()
+        .await;
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
 
@@ -410,26 +375,23 @@ async fn a_key_revoked_in_the_dashboard_is_rejected_by_a_running_ingest_at_once(
         http()
             .post(format!("{}/api/track", ingest.url))
             .json(&json!({"api_key": secret, "site_id": site_id, "pathname": "/"}))
-            .send()
+            .fetch_status()
             .await
-            .unwrap()
-            .status()
     };
     assert!(again.contains("never</span>"), "a new key was never used");
     assert_eq!(track().await, StatusCode::OK);
     // Last used: written by the ingest in the background, shown to the minute.
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let (_, page) = d.get(&format!("/sites/{site_id}/settings/api-key")).await;
-        if !page.contains("never</span>") {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < end,
-            "the key's last use never showed"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    Pace::within(Duration::from_secs(5))
+        .every(Duration::from_millis(100))
+        .poll_until("the key's last use did not show", || async {
+            let (_, page) = d.get(&format!("/sites/{site_id}/settings/api-key")).await;
+            if page.contains("never</span>") {
+                Err("never used")
+            } else {
+                Ok(())
+            }
+        })
+        .await;
 
     let key_id = registry().await.list_keys(site_id).await.unwrap()[0]
         .key_id

@@ -33,19 +33,7 @@ async fn post_raw(
     body: Vec<u8>,
     headers: &[(&str, &str)],
 ) -> (u16, reqwest::header::HeaderMap, Value) {
-    let f = fx().await;
-    let mut req = http()
-        .post(format!("{}{path}", f.ingest.url))
-        .header("content-type", "application/json")
-        .body(body);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp.json::<Value>().await.unwrap_or(Value::Null);
-    (status, headers, body)
+    post_bytes(&format!("{}{path}", fx().await.ingest.url), body, headers).await
 }
 
 async fn post(body: Value) -> (u16, Value) {
@@ -272,11 +260,7 @@ async fn wrong_method_is_405() {
     let f = fx().await;
     let doc = openapi::document(&f.ingest.url).await;
     for path in ["/api/track", "/api/track/batch"] {
-        let resp = http()
-            .get(format!("{}{path}", f.ingest.url))
-            .send()
-            .await
-            .unwrap();
+        let resp = http().get(format!("{}{path}", f.ingest.url)).fetch().await;
         assert_eq!(resp.status().as_u16(), 405);
         assert_eq!(resp.headers()["allow"], "POST");
         let b: Value = resp.json().await.unwrap();
@@ -469,23 +453,21 @@ async fn api_keys_never_appear_in_the_logs() {
     ];
     for _ in 0..2 {
         for b in &bodies {
-            client.post(&url).json(b).send().await.unwrap();
+            client.post(&url).json(b).fetch().await;
         }
     }
     client
         .post(&url)
         .body(format!("{{\"api_key\":\"{key}\", broken"))
-        .send()
-        .await
-        .unwrap();
+        .fetch()
+        .await;
     let request_id = format!("log-check-{}", uuid::Uuid::new_v4().simple());
     let r = client
         .post(&url)
         .header("x-request-id", &request_id)
         .json(&json!({"api_key": key, "site_id": site, "pathname": "/logged"}))
-        .send()
-        .await
-        .unwrap();
+        .fetch()
+        .await;
     assert_eq!(r.headers()["x-request-id"], request_id.as_str());
     let status = r.status().as_u16();
     assert!(ingest.terminate(Duration::from_secs(15)));
@@ -544,9 +526,8 @@ async fn a_key_is_looked_up_once_however_many_ask_and_unknown_keys_are_cached() 
     let r = client
         .post(format!("{}/api/track", other.url))
         .json(&json!({"api_key": unknown, "site_id": site}))
-        .send()
-        .await
-        .unwrap();
+        .fetch()
+        .await;
     assert_eq!(r.status(), 401);
     assert_eq!(
         other
@@ -571,26 +552,20 @@ async fn metrics_count_requests_by_route_status_and_cache_layer() {
         let st = client
             .post(&track)
             .json(&json!({"api_key": key, "site_id": site}))
-            .send()
-            .await
-            .unwrap()
-            .status();
+            .fetch_status()
+            .await;
         assert_eq!(st, 200);
     }
     let st = client
         .post(&track)
         .json(&json!({"api_key": key, "site_id": site, "type": "nope"}))
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .fetch_status()
+        .await;
     assert_eq!(st, 400);
     let st = client
         .get(format!("{}/nowhere", ingest.url))
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .fetch_status()
+        .await;
     assert_eq!(st, 404);
     let expected = [
         (

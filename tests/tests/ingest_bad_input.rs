@@ -32,17 +32,40 @@ impl Fx {
         self.ingest.url.trim_start_matches("http://").to_string()
     }
 
+    /// The JSON text of this site's key with `site_id` written as given.
+    fn with_site_id(&self, site_id: &str) -> String {
+        format!(r#"{{"api_key":"{}","site_id":{site_id}}}"#, self.key)
+    }
+
+    /// The JSON text of an event of this site with `fields` (JSON members) added.
+    fn body_with(&self, fields: &str) -> String {
+        let (key, site) = (&self.key, self.site_id);
+        format!(r#"{{"api_key":"{key}","site_id":{site},{fields}}}"#)
+    }
+
     async fn post(&self, path: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> (u16, Value) {
-        let mut req = http()
-            .post(format!("{}{path}", self.ingest.url))
-            .header("content-type", "application/json")
-            .body(body);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
+        let (status, _, body) =
+            post_bytes(&format!("{}{path}", self.ingest.url), body, headers).await;
+        (status, body)
+    }
+
+    async fn post_text(&self, body: &str) -> (u16, Value) {
+        self.post("/api/track", body.as_bytes().to_vec(), &[]).await
+    }
+
+    /// Posts each body to /api/track and checks it is answered as invalid JSON; each body
+    /// with its answer.
+    async fn assert_each_invalid_json<const N: usize>(
+        &self,
+        bodies: [String; N],
+    ) -> Vec<(String, Value)> {
+        let mut answers = Vec::new();
+        for body in bodies {
+            let (status, resp) = self.post_text(&body).await;
+            assert_invalid_json(status, &resp, &body);
+            answers.push((body, resp));
         }
-        let resp = req.send().await.expect("ingest answers");
-        let status = resp.status().as_u16();
-        (status, resp.json::<Value>().await.unwrap_or(Value::Null))
+        answers
     }
 
     async fn post_json(&self, body: &Value) -> (u16, Value) {
@@ -124,6 +147,14 @@ async fn raw_valid_request(fx: &Fx, stream: &TcpStream) -> Option<u16> {
     write_all(stream, req.as_bytes()).await.ok()?;
     let head = read_head(stream, Duration::from_secs(10)).await?;
     head.split(' ').nth(1)?.parse().ok()
+}
+
+/// GET /_liveness on a raw connection, which must be answered 200 within `within`.
+async fn raw_liveness_ok(fx: &Fx, stream: &TcpStream, within: Duration) {
+    let req = format!("GET /_liveness HTTP/1.1\r\nHost: {}\r\n\r\n", fx.addr());
+    write_all(stream, req.as_bytes()).await.unwrap();
+    let head = read_head(stream, within).await.expect("liveness");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
 }
 
 fn gzip(data: &[u8]) -> Vec<u8> {
@@ -219,17 +250,16 @@ async fn deeply_nested_json_is_400_not_a_crash() {
 #[tokio::test]
 async fn huge_numbers_are_400() {
     let fx = fixture(&[]).await;
-    let (site, key) = (fx.site_id, fx.key.clone());
-    let raw = |fields: &str| format!(r#"{{"api_key":"{key}","site_id":{site},{fields}}}"#);
     // Out of f64's range: serde_json refuses the number itself.
-    for body in [
-        format!(r#"{{"api_key":"{key}","site_id":1e400}}"#),
-        raw(r#""screenWidth":1e400"#),
-        raw(r#""screenHeight":-1e400"#),
-        raw(r#""timestamp":1e999999"#),
-    ] {
-        let (status, resp) = fx.post("/api/track", body.clone().into_bytes(), &[]).await;
-        assert_invalid_json(status, &resp, &body);
+    let answers = fx
+        .assert_each_invalid_json([
+            fx.with_site_id("1e400"),
+            fx.body_with(r#""screenWidth":1e400"#),
+            fx.body_with(r#""screenHeight":-1e400"#),
+            fx.body_with(r#""timestamp":1e999999"#),
+        ])
+        .await;
+    for (body, resp) in answers {
         assert!(
             error_of(&resp).contains("number out of range"),
             "{body}: {resp}"
@@ -237,39 +267,30 @@ async fn huge_numbers_are_400() {
     }
     // Valid JSON numbers outside each field's range: field errors.
     for (body, field) in [
+        (fx.with_site_id("18446744073709551617"), "site_id"),
+        (fx.with_site_id("4294967296"), "site_id"),
+        (fx.with_site_id(r#""18446744073709551617""#), "site_id"),
+        (fx.with_site_id("-9223372036854775809"), "site_id"),
+        (fx.with_site_id("1e300"), "site_id"),
         (
-            format!(r#"{{"api_key":"{key}","site_id":18446744073709551617}}"#),
-            "site_id",
+            fx.body_with(r#""screenWidth":18446744073709551617"#),
+            "screenWidth",
         ),
+        (fx.body_with(r#""screenWidth":65536"#), "screenWidth"),
+        (fx.body_with(r#""screenHeight":-1"#), "screenHeight"),
         (
-            format!(r#"{{"api_key":"{key}","site_id":4294967296}}"#),
-            "site_id",
+            fx.body_with(r#""timestamp":18446744073709551617"#),
+            "timestamp",
         ),
-        (
-            format!(r#"{{"api_key":"{key}","site_id":"18446744073709551617"}}"#),
-            "site_id",
-        ),
-        (
-            format!(r#"{{"api_key":"{key}","site_id":-9223372036854775809}}"#),
-            "site_id",
-        ),
-        (
-            format!(r#"{{"api_key":"{key}","site_id":1e300}}"#),
-            "site_id",
-        ),
-        (raw(r#""screenWidth":18446744073709551617"#), "screenWidth"),
-        (raw(r#""screenWidth":65536"#), "screenWidth"),
-        (raw(r#""screenHeight":-1"#), "screenHeight"),
-        (raw(r#""timestamp":18446744073709551617"#), "timestamp"),
-        (raw(r#""timestamp":1e300"#), "timestamp"),
+        (fx.body_with(r#""timestamp":1e300"#), "timestamp"),
     ] {
-        let (status, resp) = fx.post("/api/track", body.clone().into_bytes(), &[]).await;
+        let (status, resp) = fx.post_text(&body).await;
         assert_field_error(status, &resp, field, &body);
     }
     // A 100,000-digit number is still a number (f64 infinity → out of range).
-    let digits = raw(&format!(r#""screenWidth":{}"#, "9".repeat(100_000)));
+    let digits = fx.body_with(&format!(r#""screenWidth":{}"#, "9".repeat(100_000)));
     assert_eq!(fx.post("/api/track", digits.into_bytes(), &[]).await.0, 413);
-    let digits = raw(&format!(r#""screenWidth":{}"#, "9".repeat(50_000)));
+    let digits = fx.body_with(&format!(r#""screenWidth":{}"#, "9".repeat(50_000)));
     let (status, resp) = fx.post("/api/track", digits.into_bytes(), &[]).await;
     assert_invalid_json(status, &resp, "50,000 digits");
     fx.still_serves().await;
@@ -278,20 +299,16 @@ async fn huge_numbers_are_400() {
 #[tokio::test]
 async fn nan_like_values_are_400() {
     let fx = fixture(&[]).await;
-    let (site, key) = (fx.site_id, fx.key.clone());
-    let raw = |fields: &str| format!(r#"{{"api_key":"{key}","site_id":{site},{fields}}}"#);
     // Not JSON at all: JSON has no NaN or Infinity literals.
-    for body in [
-        format!(r#"{{"api_key":"{key}","site_id":NaN}}"#),
-        format!(r#"{{"api_key":"{key}","site_id":Infinity}}"#),
-        raw(r#""screenWidth":-Infinity"#),
-        raw(r#""screenWidth":nan"#),
-        raw(r#""timestamp":+1"#),
-        raw(r#""screenWidth":0x10"#),
-    ] {
-        let (status, resp) = fx.post("/api/track", body.clone().into_bytes(), &[]).await;
-        assert_invalid_json(status, &resp, &body);
-    }
+    fx.assert_each_invalid_json([
+        fx.with_site_id("NaN"),
+        fx.with_site_id("Infinity"),
+        fx.body_with(r#""screenWidth":-Infinity"#),
+        fx.body_with(r#""screenWidth":nan"#),
+        fx.body_with(r#""timestamp":+1"#),
+        fx.body_with(r#""screenWidth":0x10"#),
+    ])
+    .await;
     // As strings they are strings, which these fields do not accept.
     for (fields, field) in [
         (r#""screenWidth":"NaN""#, "screenWidth"),
@@ -299,18 +316,18 @@ async fn nan_like_values_are_400() {
         (r#""timestamp":"NaN""#, "timestamp"),
         (r#""timestamp":"-Infinity""#, "timestamp"),
     ] {
-        let body = raw(fields);
-        let (status, resp) = fx.post("/api/track", body.clone().into_bytes(), &[]).await;
+        let body = fx.body_with(fields);
+        let (status, resp) = fx.post_text(&body).await;
         assert_field_error(status, &resp, field, &body);
     }
     for site_id in ["NaN", "Infinity", "-Infinity", "1e3", "0x1"] {
-        let body = json!({"api_key": key, "site_id": site_id});
+        let body = json!({"api_key": fx.key, "site_id": site_id});
         let (status, resp) = fx.post_json(&body).await;
         assert_field_error(status, &resp, "site_id", &body.to_string());
     }
     // In a free-text field they are just text.
     let (status, resp) = fx
-        .post_json(&json!({"api_key": key, "site_id": site, "page_title": "NaN", "properties": "{\"x\":\"Infinity\"}"}))
+        .post_json(&json!({"api_key": fx.key, "site_id": fx.site_id, "page_title": "NaN", "properties": "{\"x\":\"Infinity\"}"}))
         .await;
     assert_eq!(status, 200, "{resp}");
     fx.still_serves().await;
@@ -440,28 +457,33 @@ async fn hundred_mb_body_is_413_without_buffering() {
     let fx = fixture(&[]).await;
     let total = 100 << 20;
     let rss_before = fx.rss_kib();
-    // Declared length: refused before the body is read.
-    let head = request_head(&fx, "/api/track", &format!("Content-Length: {total}\r\n"));
-    let (resp, at, sent) = send_huge_body(&fx, head, total, false).await;
-    eprintln!(
-        "100 MB with Content-Length: {:?} after {at:?}, {} KiB written",
-        resp.lines().next(),
-        sent >> 10
-    );
-    assert!(resp.starts_with("HTTP/1.1 413"), "{resp}");
-    assert!(at < Duration::from_secs(2), "413 after {at:?}");
-    assert!(sent < 16 << 20, "{sent} bytes were written before the 413");
-    // Chunked, no length: cut off at the limit.
-    let head = request_head(&fx, "/api/track/batch", "Transfer-Encoding: chunked\r\n");
-    let (resp, at, sent) = send_huge_body(&fx, head, total, true).await;
-    eprintln!(
-        "100 MB chunked: {:?} after {at:?}, {} KiB written",
-        resp.lines().next(),
-        sent >> 10
-    );
-    assert!(resp.starts_with("HTTP/1.1 413"), "{resp}");
-    assert!(at < Duration::from_secs(2), "413 after {at:?}");
-    assert!(sent < 16 << 20, "{sent} bytes were written before the 413");
+    for (case, path, framing, chunked) in [
+        // Declared length: refused before the body is read.
+        (
+            "with Content-Length",
+            "/api/track",
+            format!("Content-Length: {total}\r\n"),
+            false,
+        ),
+        // Chunked, no length: cut off at the limit.
+        (
+            "chunked",
+            "/api/track/batch",
+            "Transfer-Encoding: chunked\r\n".to_string(),
+            true,
+        ),
+    ] {
+        let head = request_head(&fx, path, &framing);
+        let (resp, at, sent) = send_huge_body(&fx, head, total, chunked).await;
+        eprintln!(
+            "100 MB {case}: {:?} after {at:?}, {} KiB written",
+            resp.lines().next(),
+            sent >> 10
+        );
+        assert!(resp.starts_with("HTTP/1.1 413"), "{resp}");
+        assert!(at < Duration::from_secs(2), "413 after {at:?}");
+        assert!(sent < 16 << 20, "{sent} bytes were written before the 413");
+    }
     let grown_mib = fx.rss_kib().saturating_sub(rss_before) / 1024;
     eprintln!("100 MB bodies: ingest RSS grew by {grown_mib} MiB");
     assert!(grown_mib < 32, "ingest RSS grew by {grown_mib} MiB");
@@ -672,12 +694,7 @@ async fn keep_alive_timeout_closes_idle_connections() {
     );
     // Kept alive after a request without a body, whose handler finishes at once.
     let quick = TcpStream::connect(fx.addr()).await.unwrap();
-    let req = format!("GET /_liveness HTTP/1.1\r\nHost: {}\r\n\r\n", fx.addr());
-    write_all(&quick, req.as_bytes()).await.unwrap();
-    assert!(read_head(&quick, Duration::from_secs(5))
-        .await
-        .expect("liveness")
-        .starts_with("HTTP/1.1 200"));
+    raw_liveness_ok(&fx, &quick, Duration::from_secs(5)).await;
     let after = closed_after(&quick, "an idle connection after a GET").await;
     assert!(after < Duration::from_secs(4), "closed after {after:?}");
     // Never used.
@@ -737,30 +754,24 @@ async fn ten_thousand_idle_connections() {
             .unwrap_or_else(|e| panic!("connection {i}: {e}"));
         // A tenth are kept alive after a request; the rest never send a byte.
         if i % 10 == 0 {
-            let req = format!("GET /_liveness HTTP/1.1\r\nHost: {}\r\n\r\n", fx.addr());
-            write_all(&c, req.as_bytes()).await.unwrap();
-            let head = read_head(&c, Duration::from_secs(10))
-                .await
-                .expect("liveness");
-            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+            raw_liveness_ok(&fx, &c, Duration::from_secs(10)).await;
         }
         conns.push(c);
     }
     eprintln!("opened {IDLE} connections in {:?}", start.elapsed());
     // The server holds them all (not just the kernel's backlog).
-    let end = Instant::now() + Duration::from_secs(20);
-    let mut open = 0.0;
-    while Instant::now() < end {
-        open = fx.metric("ingest_open_connections").await;
-        if open >= open_before + IDLE as f64 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert!(
-        open >= open_before + IDLE as f64,
-        "the server holds {open} connections"
-    );
+    let what = format!("the server did not hold {IDLE} more than the {open_before} connections");
+    Pace::within(Duration::from_secs(20))
+        .every(Duration::from_millis(200))
+        .poll_until(&what, || async {
+            let open = fx.metric("ingest_open_connections").await;
+            if open >= open_before + IDLE as f64 {
+                Ok(())
+            } else {
+                Err(format!("it holds {open}"))
+            }
+        })
+        .await;
     for _ in 0..5 {
         let t = Instant::now();
         fx.still_serves().await;
@@ -794,12 +805,7 @@ async fn past_max_connections_new_ones_wait() {
     for _ in 0..20 {
         let c = TcpStream::connect(fx.addr()).await.unwrap();
         // Each is really accepted (answers), then stays open.
-        let req = format!("GET /_liveness HTTP/1.1\r\nHost: {}\r\n\r\n", fx.addr());
-        write_all(&c, req.as_bytes()).await.unwrap();
-        assert!(read_head(&c, Duration::from_secs(5))
-            .await
-            .expect("liveness")
-            .starts_with("HTTP/1.1 200"));
+        raw_liveness_ok(&fx, &c, Duration::from_secs(5)).await;
         held.push(c);
     }
     // The 21st connects (kernel backlog) but is not served while 20 are open ...

@@ -18,46 +18,77 @@ impl Drop for Restore {
     }
 }
 
+/// A fresh site and key, an ingest started with `env`, and a client; `post` sends the
+/// site's event with it. The first event is accepted.
+struct Fx {
+    site: u32,
+    key: String,
+    ingest: Service,
+    client: reqwest::Client,
+    url: String,
+    body: serde_json::Value,
+}
+
+async fn fixture(env: &[(&str, &str)]) -> Fx {
+    let (site, key) = site_with_key().await;
+    let ingest = start_ingest(env).await;
+    let url = format!("{}/api/track", ingest.url);
+    let body = json!({"api_key": key, "site_id": site});
+    let fx = Fx {
+        site,
+        key,
+        ingest,
+        client: http(),
+        url,
+        body,
+    };
+    assert_eq!(fx.post().await.status(), 200);
+    fx
+}
+
+impl Fx {
+    async fn post(&self) -> reqwest::Response {
+        self.client.post(&self.url).json(&self.body).fetch().await
+    }
+    async fn readiness(&self) -> reqwest::Response {
+        let url = format!("{}/_readiness", self.ingest.url);
+        self.client.get(url).fetch().await
+    }
+}
+
 #[tokio::test]
 async fn kafka_down_gives_503_never_200_and_recovers_without_restart() {
     let _serial = SERIAL.lock().await;
-    let (site, key) = site_with_key().await;
-    let ingest = start_ingest(&[("KAFKA_ACK_TIMEOUT_MS", "5000")]).await;
-    let client = http();
-    let body = json!({"api_key": key, "site_id": site});
-    let url = format!("{}/api/track", ingest.url);
-    assert_eq!(
-        client.post(&url).json(&body).send().await.unwrap().status(),
-        200
-    );
+    let fx = &fixture(&[("KAFKA_ACK_TIMEOUT_MS", "5000")]).await;
+    let (site, key, ingest) = (fx.site, &fx.key, &fx.ingest);
 
-    let doc = openapi::document(&ingest.url).await;
+    let doc = &openapi::document(&ingest.url).await;
 
     let restore = Restore("kafka");
     stack(&["stop", "kafka"]);
-    let outage = Instant::now();
-    let mut n = 0;
-    while outage.elapsed() < Duration::from_secs(8) {
-        let t = Instant::now();
-        let r = client.post(&url).json(&body).send().await.unwrap();
-        assert_eq!(
-            r.status(),
-            503,
-            "an event that cannot reach Kafka must not get 200"
-        );
-        assert!(r.headers().contains_key("retry-after"));
-        if n == 0 {
-            let b = r.json().await.unwrap();
-            openapi::assert_documented(&doc, "/api/track", 503, &b);
-        }
-        // The ack timeout (5 s) bounds the answer; the margin is for the client's side.
-        assert!(
-            t.elapsed() <= Duration::from_millis(5250),
-            "503 within the ack timeout, took {:?}",
-            t.elapsed()
-        );
-        n += 1;
-    }
+    let outage = Pace::within(Duration::from_secs(8));
+    let n = outage
+        .repeat(|n| async move {
+            let t = Instant::now();
+            let r = fx.post().await;
+            assert_eq!(
+                r.status(),
+                503,
+                "an event that cannot reach Kafka must not get 200"
+            );
+            assert!(r.headers().contains_key("retry-after"));
+            if n == 0 {
+                let b = r.json().await.unwrap();
+                openapi::assert_documented(doc, "/api/track", 503, &b);
+            }
+            // The ack timeout (5 s) bounds the answer; the margin is for the client's side.
+            assert!(
+                t.elapsed() <= Duration::from_millis(5250),
+                "503 within the ack timeout, took {:?}",
+                t.elapsed()
+            );
+        })
+        .await;
     assert!(n >= 2);
 
     // A batch in the outage: 503, each valid event "failed" with its event_id (to retry
@@ -69,16 +100,16 @@ async fn kafka_down_gives_503_never_200_and_recovers_without_restart() {
     let batch = json!({"api_key": key, "site_id": site, "events": [
         {"event_id": ids[0]}, {"type": "custom_event"}, {"event_id": ids[1]}
     ]});
-    let r = client
+    let r = fx
+        .client
         .post(format!("{}/api/track/batch", ingest.url))
         .json(&batch)
-        .send()
-        .await
-        .unwrap();
+        .fetch()
+        .await;
     assert_eq!(r.status(), 503);
     assert!(r.headers().contains_key("retry-after"));
     let b: serde_json::Value = r.json().await.unwrap();
-    openapi::assert_documented(&doc, "/api/track/batch", 503, &b);
+    openapi::assert_documented(doc, "/api/track/batch", 503, &b);
     assert_eq!(
         (&b["success"], &b["accepted"], &b["rejected"], &b["failed"]),
         (&json!(false), &json!(0), &json!(1), &json!(2)),
@@ -90,91 +121,60 @@ async fn kafka_down_gives_503_never_200_and_recovers_without_restart() {
     }
     assert_eq!(b["results"][1]["status"], "invalid", "{b}");
 
-    let readiness = client
-        .get(format!("{}/_readiness", ingest.url))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(readiness.status(), 503);
+    assert_eq!(fx.readiness().await.status(), 503);
 
     drop(restore); // starts Kafka again
-    let back = Instant::now();
-    loop {
-        let st = client
-            .post(&url)
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16();
-        if st == 200 {
-            break;
-        }
-        assert_eq!(st, 503);
-        assert!(
-            back.elapsed() < Duration::from_secs(60),
-            "ingest did not recover after Kafka returned"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    Pace::within(Duration::from_secs(60))
+        .every(Duration::from_millis(250))
+        .poll_until("ingest did not recover after Kafka returned", || async {
+            match fx.post().await.status().as_u16() {
+                200 => Ok(()),
+                st => {
+                    assert_eq!(st, 503);
+                    Err(st)
+                }
+            }
+        })
+        .await;
     wait_ready(&ingest.url, Duration::from_secs(10)).await;
 }
 
 #[tokio::test]
 async fn redis_down_keeps_cached_keys_working_and_fails_open() {
     let _serial = SERIAL.lock().await;
-    let (site, key) = site_with_key().await;
-    let ingest = start_ingest(&[("RATE_LIMIT_PER_SECOND", "5")]).await;
-    let client = http();
-    let body = json!({"api_key": key, "site_id": site});
-    let url = format!("{}/api/track", ingest.url);
-    assert_eq!(
-        client.post(&url).json(&body).send().await.unwrap().status(),
-        200
-    );
+    let fx = fixture(&[("RATE_LIMIT_PER_SECOND", "5")]).await;
+    let ingest = &fx.ingest;
 
     let restore = Restore("redis");
     stack(&["stop", "redis"]);
-    let start = Instant::now();
     // Longer than the L1 TTL (5 s): after it, the registry in ClickHouse answers. At most
     // 4 requests a second, under the limit of 5.
-    while start.elapsed() < Duration::from_secs(7) {
-        let t = Instant::now();
-        let st = client.post(&url).json(&body).send().await.unwrap().status();
-        assert_eq!(st, 200);
-        assert!(
-            t.elapsed() < Duration::from_secs(2),
-            "a down Redis must not stall requests"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    Pace::within(Duration::from_secs(7))
+        .every(Duration::from_millis(300))
+        .repeat(|_| async {
+            let t = Instant::now();
+            assert_eq!(fx.post().await.status(), 200);
+            assert!(
+                t.elapsed() < Duration::from_secs(2),
+                "a down Redis must not stall requests"
+            );
+        })
+        .await;
     assert!(ingest.metric("ingest_rate_limit_fail_open_total").await > 0.0);
 
     // Failing open is to the same limit, per process: 12 requests in one second, 5 pass.
     start_of_next_second().await;
     assert_eq!(
-        statuses_of_concurrent_posts(&url, &body, 12).await,
+        statuses_of_concurrent_posts(&fx.url, &fx.body, 12).await,
         [[200; 5].as_slice(), &[429; 7]].concat()
     );
     assert_eq!(ingest.metric("ingest_redis_up").await, 0.0);
-    assert_eq!(
-        client
-            .get(format!("{}/_readiness", ingest.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        503
-    );
+    assert_eq!(fx.readiness().await.status(), 503);
     assert!(ingest.logs().contains("Redis is unreachable"));
 
     drop(restore);
     wait_ready(&ingest.url, Duration::from_secs(15)).await;
-    assert_eq!(
-        client.post(&url).json(&body).send().await.unwrap().status(),
-        200
-    );
+    assert_eq!(fx.post().await.status(), 200);
 }
 
 /// With Redis and the registry (ClickHouse) both down, a key this ingest knows keeps
@@ -183,35 +183,28 @@ async fn redis_down_keeps_cached_keys_working_and_fails_open() {
 #[tokio::test]
 async fn known_keys_keep_working_from_the_in_process_cache_when_redis_and_the_registry_are_down() {
     let _serial = SERIAL.lock().await;
-    let (site, key) = site_with_key().await;
     let (other_site, other_key) = site_with_key().await;
-    let ingest = start_ingest(&[("KEY_CACHE_TTL_MS", "1000")]).await;
-    let client = http();
-    let url = format!("{}/api/track", ingest.url);
-    let body = json!({"api_key": key, "site_id": site});
-    assert_eq!(
-        client.post(&url).json(&body).send().await.unwrap().status(),
-        200
-    );
+    let fx = fixture(&[("KEY_CACHE_TTL_MS", "1000")]).await;
 
     let restore_redis = Restore("redis");
     let restore_clickhouse = Restore("clickhouse");
     stack(&["stop", "redis"]);
     stack(&["stop", "clickhouse"]);
-    let start = Instant::now();
     // Three times the entry's TTL.
-    while start.elapsed() < Duration::from_secs(3) {
-        let st = client.post(&url).json(&body).send().await.unwrap().status();
-        assert_eq!(st, 200, "a known key must keep working");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    Pace::within(Duration::from_secs(3))
+        .every(Duration::from_millis(250))
+        .repeat(|_| async {
+            let st = fx.post().await.status();
+            assert_eq!(st, 200, "a known key must keep working");
+        })
+        .await;
     let post_other = || {
-        client
-            .post(&url)
+        fx.client
+            .post(&fx.url)
             .json(&json!({"api_key": other_key, "site_id": other_site}))
-            .send()
+            .fetch()
     };
-    let r = post_other().await.unwrap();
+    let r = post_other().await;
     assert_eq!(
         r.status(),
         503,
@@ -221,8 +214,8 @@ async fn known_keys_keep_working_from_the_in_process_cache_when_redis_and_the_re
 
     drop(restore_clickhouse);
     drop(restore_redis);
-    wait_ready(&ingest.url, Duration::from_secs(15)).await;
-    assert_eq!(post_other().await.unwrap().status(), 200);
+    wait_ready(&fx.ingest.url, Duration::from_secs(15)).await;
+    assert_eq!(post_other().await.status(), 200);
 }
 
 /// Deterministic: the request is known to be in flight (its headers parsed, its body
@@ -279,18 +272,16 @@ async fn readiness_is_503_until_kafka_has_answered() {
     let unreachable = format!("127.0.0.1:{}", free_port());
     let ingest = start_ingest_live(&[("KAFKA_BROKERS", unreachable.as_str())]).await;
     let client = http();
-    let until = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < until {
-        let r = client
-            .get(format!("{}/_readiness", ingest.url))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 503);
-        let b: serde_json::Value = r.json().await.unwrap();
-        assert_eq!((&b["ready"], &b["kafka"]), (&json!(false), &json!(false)));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let ready = format!("{}/_readiness", ingest.url);
+    Pace::within(Duration::from_secs(3))
+        .every(Duration::from_millis(50))
+        .repeat(|_| async {
+            let r = client.get(&ready).fetch().await;
+            assert_eq!(r.status(), 503);
+            let b: serde_json::Value = r.json().await.unwrap();
+            assert_eq!((&b["ready"], &b["kafka"]), (&json!(false), &json!(false)));
+        })
+        .await;
 }
 
 /// With a drain period (`SHUTDOWN_DRAIN_MS`), SIGTERM turns readiness to 503 at once, so
@@ -302,22 +293,21 @@ async fn readiness_turns_503_at_sigterm_while_the_drain_still_serves() {
     let (site, key) = site_with_key().await;
     let mut ingest = start_ingest(&[("SHUTDOWN_DRAIN_MS", "3000")]).await;
     let ready = format!("{}/_readiness", ingest.url);
-    assert_eq!(http().get(&ready).send().await.unwrap().status(), 200);
+    assert_eq!(http().get(&ready).fetch_status().await, 200);
 
     ingest.sigterm();
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Fresh clients: new connections, which the listener still accepts while draining.
-    let r = http().get(&ready).send().await.unwrap();
+    let r = http().get(&ready).fetch().await;
     assert_eq!(r.status(), 503);
     let b: serde_json::Value = r.json().await.unwrap();
     assert_eq!(b["shutting_down"], true);
-    let r = http()
+    let st = http()
         .post(format!("{}/api/track", ingest.url))
         .json(&json!({"api_key": key, "site_id": site}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "requests are served during the drain");
+        .fetch_status()
+        .await;
+    assert_eq!(st, 200, "requests are served during the drain");
     assert!(
         ingest.terminate(Duration::from_secs(15)),
         "ingest did not exit 0 after the drain"

@@ -4,12 +4,19 @@ use rivulet_tests::*;
 use serde_json::json;
 use std::time::Duration;
 
+/// A fresh site and key, an ingest started with `env`, and a reader of what reaches
+/// `events.raw` from now on.
+async fn ingest_and_reader(env: &[(&str, &str)]) -> (u32, String, Service, RawTopicReader) {
+    let (site, key) = site_with_key().await;
+    let ingest = start_ingest(env).await;
+    (site, key, ingest, RawTopicReader::new())
+}
+
 #[tokio::test]
 async fn posted_event_is_in_events_raw_with_server_fields() {
-    let (site, key) = site_with_key().await;
     // 127.0.0.1 is trusted here, so X-Forwarded-For decides the IP when ip_address is absent.
-    let ingest = start_ingest(&[("TRUSTED_PROXIES", "127.0.0.1")]).await;
-    let mut reader = RawTopicReader::new();
+    let (site, key, ingest, mut reader) =
+        ingest_and_reader(&[("TRUSTED_PROXIES", "127.0.0.1")]).await;
     let client = http();
     let id = uuid::Uuid::new_v4().to_string();
     let before = now_ms();
@@ -32,9 +39,8 @@ async fn posted_event_is_in_events_raw_with_server_fields() {
         .header("user-agent", "UA-from-header")
         .header("x-forwarded-for", "203.0.113.7")
         .json(&full)
-        .send()
-        .await
-        .unwrap();
+        .fetch()
+        .await;
     assert_eq!(r.status(), 200);
     let after = now_ms();
     let (msg_key, ev) = reader
@@ -78,9 +84,8 @@ async fn posted_event_is_in_events_raw_with_server_fields() {
         .header("user-agent", "UA-from-header")
         .header("x-forwarded-for", "198.51.100.1, 203.0.113.7")
         .json(&json!({"api_key": key, "site_id": site, "pathname": "/", "timestamp": 1000}))
-        .send()
-        .await
-        .unwrap();
+        .fetch()
+        .await;
     assert_eq!(r.status(), 200);
     let seen = reader.drain(Duration::from_secs(3));
     let (k, ev) = seen
@@ -102,9 +107,7 @@ async fn posted_event_is_in_events_raw_with_server_fields() {
 /// The IP ingest records for an event from 127.0.0.1 that carries these
 /// `X-Forwarded-For` lines, with `TRUSTED_PROXIES` set to `trusted`.
 async fn recorded_ip(trusted: &str, forwarded_for: &[&str]) -> String {
-    let (site, key) = site_with_key().await;
-    let ingest = start_ingest(&[("TRUSTED_PROXIES", trusted)]).await;
-    let mut reader = RawTopicReader::new();
+    let (site, key, ingest, mut reader) = ingest_and_reader(&[("TRUSTED_PROXIES", trusted)]).await;
     let id = uuid::Uuid::new_v4().to_string();
     let mut req = http().post(format!("{}/api/track", ingest.url));
     for line in forwarded_for {
@@ -112,9 +115,8 @@ async fn recorded_ip(trusted: &str, forwarded_for: &[&str]) -> String {
     }
     let r = req
         .json(&json!({"api_key": key, "site_id": site, "event_id": id}))
-        .send()
-        .await
-        .unwrap();
+        .fetch()
+        .await;
     assert_eq!(r.status(), 200);
     reader.find(&id, Duration::from_secs(15)).unwrap().1.ip
 }
@@ -132,13 +134,6 @@ async fn forwarded_for_on_several_lines_is_one_list() {
         recorded_ip("127.0.0.1", &["6.6.6.6", "203.0.113.9"]).await,
         "203.0.113.9"
     );
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 trait V7 {
@@ -163,13 +158,13 @@ async fn acks_are_answered_without_waiting_for_the_fallback_poll() {
         client
             .post(format!("{}/api/track", ingest.url))
             .json(&body)
-            .send()
+            .fetch_status()
     };
-    assert_eq!(post().await.unwrap().status(), 200, "warm-up");
+    assert_eq!(post().await, 200, "warm-up");
     let mut ms = Vec::new();
     for _ in 0..40 {
         let start = std::time::Instant::now();
-        assert_eq!(post().await.unwrap().status(), 200);
+        assert_eq!(post().await, 200);
         ms.push(start.elapsed().as_secs_f64() * 1000.0);
     }
     ms.sort_by(f64::total_cmp);
@@ -185,19 +180,18 @@ async fn acks_are_answered_without_waiting_for_the_fallback_poll() {
 /// waits are counted, and every event is in `events.raw`.
 #[tokio::test]
 async fn a_full_producer_queue_makes_requests_wait_not_fail() {
-    let (site, key) = site_with_key().await;
-    let ingest = start_ingest(&[("KAFKA_QUEUE_MAX_MESSAGES", "1")]).await;
-    let mut reader = RawTopicReader::new();
+    let (site, key, ingest, mut reader) =
+        ingest_and_reader(&[("KAFKA_QUEUE_MAX_MESSAGES", "1")]).await;
     let client = http();
     let ids: Vec<String> = (0..60).map(|_| uuid::Uuid::new_v4().to_string()).collect();
     let reqs = ids.iter().map(|id| {
         client
             .post(format!("{}/api/track", ingest.url))
             .json(&json!({"api_key": key, "site_id": site, "event_id": id}))
-            .send()
+            .fetch_status()
     });
-    for r in futures::future::join_all(reqs).await {
-        assert_eq!(r.unwrap().status(), 200);
+    for st in futures::future::join_all(reqs).await {
+        assert_eq!(st, 200);
     }
     assert!(ingest.metric("ingest_kafka_queue_full_waits_total").await > 0.0);
     for id in &ids {

@@ -88,18 +88,14 @@ async fn events_arrive_enriched_in_clickhouse() {
     let (site, key) = site_with_key().await;
     let ingest = &fx().await.ingest;
     let client = http();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    let t0 = now - 2 * 3600 * 1000;
+    let t0 = now_ms() - 2 * 3600 * 1000;
     let props =
         "{\"plan\":\"pro\", \"seats\":3,\"tags\":[\"a\",true],\"emoji\":\"\u{e9}\u{1f680}\"}";
     let post = |body: Value| {
         let client = client.clone();
         let url = format!("{}/api/track", ingest.url);
         async move {
-            let r = client.post(url).json(&body).send().await.unwrap();
+            let r = client.post(url).json(&body).fetch().await;
             assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
         }
     };
@@ -186,10 +182,7 @@ async fn one_visitor_one_session_and_a_new_one_after_30_minutes() {
     let (site, key) = site_with_key().await;
     let ingest = &fx().await.ingest;
     let client = http();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now = now_ms();
     // All events on one UTC day (visitor ids rotate with the daily salt at midnight):
     // 01:00 UTC yesterday, well inside the accepted 7-day window.
     let day_ms = 86_400_000;
@@ -201,7 +194,7 @@ async fn one_visitor_one_session_and_a_new_one_after_30_minutes() {
         let id = uuid::Uuid::new_v4().to_string();
         let r = client.post(format!("{}/api/track", ingest.url)).json(&json!({"api_key": key, "site_id": site,
             "pathname": format!("/p{i}"), "ip_address": "81.2.69.142", "user_agent": CHROME_WIN, "event_id": id,
-            "timestamp": t0 + m * 60_000})).send().await.unwrap();
+            "timestamp": t0 + m * 60_000})).fetch().await;
         assert_eq!(r.status(), 200);
         ids.push(id);
     }
@@ -228,24 +221,12 @@ async fn one_visitor_one_session_and_a_new_one_after_30_minutes() {
 
 #[tokio::test]
 async fn poison_messages_go_to_the_dlq_and_the_consumer_moves_on() {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::message::{Headers, Message};
     use rdkafka::producer::{FutureProducer, FutureRecord};
     let (site, key) = site_with_key().await;
     let ingest = &fx().await.ingest;
     load_stack_env();
-    let dlq_topic = rivulet_common::kafka::topic_dlq();
-    let reader: BaseConsumer = rivulet_common::kafka::base_config()
-        .set("group.id", format!("t-{}", uuid::Uuid::new_v4()))
-        .create()
-        .unwrap();
-    let (_, high) = reader
-        .fetch_watermarks(&dlq_topic, 0, Duration::from_secs(5))
-        .unwrap();
-    let mut tpl = rdkafka::TopicPartitionList::new();
-    tpl.add_partition_offset(&dlq_topic, 0, rdkafka::Offset::Offset(high))
-        .unwrap();
-    reader.assign(&tpl).unwrap();
+    let dlq = TopicReader::from_end(&rivulet_common::kafka::topic_dlq());
 
     let producer: FutureProducer = rivulet_common::kafka::base_config().create().unwrap();
     let marker = uuid::Uuid::new_v4().to_string();
@@ -270,16 +251,14 @@ async fn poison_messages_go_to_the_dlq_and_the_consumer_moves_on() {
     let r = http()
         .post(format!("{}/api/track", ingest.url))
         .json(&json!({"api_key": key, "site_id": site, "event_id": id}))
-        .send()
-        .await
-        .unwrap();
+        .fetch()
+        .await;
     assert_eq!(r.status(), 200);
     fetch(&id).await;
 
     let mut reasons = Vec::new();
-    let end = std::time::Instant::now() + Duration::from_secs(20);
-    while reasons.len() < 3 && std::time::Instant::now() < end {
-        if let Some(Ok(m)) = reader.poll(Duration::from_millis(200)) {
+    let _all_three = Pace::within(Duration::from_secs(20)).poll_blocking(|| {
+        if let Some(m) = dlq.next(Duration::from_millis(200)) {
             let payload = String::from_utf8_lossy(m.payload().unwrap_or_default()).to_string();
             if payload.contains(&marker) {
                 let h = m.headers().expect("headers");
@@ -291,7 +270,12 @@ async fn poison_messages_go_to_the_dlq_and_the_consumer_moves_on() {
                 reasons.push(reason.expect("a reason header"));
             }
         }
-    }
+        if reasons.len() < 3 {
+            Err(())
+        } else {
+            Ok(())
+        }
+    });
     assert_eq!(
         reasons.len(),
         3,

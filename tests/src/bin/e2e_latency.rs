@@ -10,11 +10,7 @@ use std::time::{Duration, Instant};
 
 #[tokio::main]
 async fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    assert!(
-        args.len() == 5,
-        "usage: e2e_latency INGEST_URL API_KEY SITE_ID SECONDS"
-    );
+    let args = rivulet_tests::tool_args("e2e_latency INGEST_URL API_KEY SITE_ID SECONDS", 4..=4);
     let (url, key, site, secs) = (
         args[1].clone(),
         args[2].clone(),

@@ -115,11 +115,7 @@ fn public_ip(rng: &mut Rng) -> String {
 
 #[tokio::main]
 async fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    assert!(
-        args.len() == 5,
-        "usage: prefill TOPIC COUNT SITE_ID UAP_CORE_TESTS_DIR"
-    );
+    let args = rivulet_tests::tool_args("prefill TOPIC COUNT SITE_ID UAP_CORE_TESTS_DIR", 4..=4);
     let (topic, count, site_id): (&str, u64, u32) =
         (&args[1], args[2].parse().unwrap(), args[3].parse().unwrap());
     let producer: FutureProducer = rivulet_common::kafka::base_config()
@@ -135,10 +131,7 @@ async fn main() {
         "prefill: {} distinct user agents from uap-core's test cases",
         user_agents.len()
     );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now = rivulet_tests::now_ms();
     let started = Instant::now();
     let mut pending = Vec::with_capacity(50_000);
     let mut distinct_uas = std::collections::HashSet::new();

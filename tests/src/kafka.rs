@@ -1,0 +1,97 @@
+//! Reading what services put in Kafka, from the offsets a topic had when the reader was
+//! made: so a test sees its own messages, not earlier ones.
+
+use crate::wait::Pace;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::{Offset, TopicPartitionList};
+use rivulet_common::event::RawEvent;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Every partition of one topic, read from where each ended when the reader was made.
+pub struct TopicReader {
+    consumer: BaseConsumer,
+}
+
+impl TopicReader {
+    pub fn from_end(topic: &str) -> Self {
+        crate::load_stack_env();
+        let consumer: BaseConsumer = rivulet_common::kafka::base_config()
+            .set("group.id", format!("test-{}", uuid::Uuid::new_v4()))
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        let md = consumer
+            .fetch_metadata(Some(topic), Duration::from_secs(10))
+            .expect("Kafka metadata");
+        let mut tpl = TopicPartitionList::new();
+        for p in md.topics()[0].partitions() {
+            let (_, high) = consumer
+                .fetch_watermarks(topic, p.id(), Duration::from_secs(10))
+                .unwrap();
+            tpl.add_partition_offset(topic, p.id(), Offset::Offset(high))
+                .unwrap();
+        }
+        consumer.assign(&tpl).unwrap();
+        TopicReader { consumer }
+    }
+
+    /// The next message, waiting up to `wait` for one.
+    pub fn next(&self, wait: Duration) -> Option<BorrowedMessage<'_>> {
+        self.consumer.poll(wait).and_then(Result::ok)
+    }
+}
+
+/// Reads `events.raw` to find what a test posted.
+pub struct RawTopicReader {
+    reader: TopicReader,
+    seen: HashMap<String, (String, RawEvent)>,
+}
+
+impl RawTopicReader {
+    pub fn new() -> Self {
+        crate::load_stack_env();
+        RawTopicReader {
+            reader: TopicReader::from_end(&rivulet_common::kafka::topic_raw()),
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Reads one message (waiting up to `wait`) into `seen`.
+    fn read_one(&mut self, wait: Duration) {
+        if let Some(m) = self.reader.next(wait) {
+            let key = String::from_utf8_lossy(m.key().unwrap_or_default()).to_string();
+            if let Ok(ev) = serde_json::from_slice::<RawEvent>(m.payload().unwrap_or_default()) {
+                self.seen.insert(ev.event_id.to_string(), (key, ev));
+            }
+        }
+    }
+
+    /// The message key and event with this `event_id`, waiting up to `within`.
+    pub fn find(&mut self, event_id: &str, within: Duration) -> Option<(String, RawEvent)> {
+        Pace::within(within)
+            .poll_blocking(|| {
+                if !self.seen.contains_key(event_id) {
+                    self.read_one(Duration::from_millis(200));
+                }
+                self.seen.get(event_id).cloned().ok_or(())
+            })
+            .ok()
+    }
+
+    /// Every message that arrived within `within`, keyed by event id.
+    pub fn drain(&mut self, within: Duration) -> &HashMap<String, (String, RawEvent)> {
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            self.read_one(Duration::from_millis(100));
+        }
+        &self.seen
+    }
+}
+
+impl Default for RawTopicReader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
