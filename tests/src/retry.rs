@@ -23,6 +23,7 @@ pub struct RetryingClient {
     http: reqwest::Client,
     ingests: RwLock<Vec<String>>,
     policy: RetryPolicy,
+    attempts: AtomicU64,
     retries: AtomicU64,
 }
 
@@ -34,6 +35,7 @@ impl RetryingClient {
             http: crate::http(),
             ingests: RwLock::new(ingests),
             policy,
+            attempts: AtomicU64::new(0),
             retries: AtomicU64::new(0),
         }
     }
@@ -41,6 +43,11 @@ impl RetryingClient {
     /// Points the client's `i`th ingest at a new URL (a restarted ingest).
     pub fn replace_ingest(&self, i: usize, url: String) {
         self.ingests.write().unwrap()[i] = url;
+    }
+
+    /// How many attempts were made, over all requests.
+    pub fn attempts(&self) -> u64 {
+        self.attempts.load(Ordering::Relaxed)
     }
 
     /// How many attempts failed and were retried (or given up on), over all requests.
@@ -66,6 +73,7 @@ impl RetryingClient {
                 let ingests = self.ingests.read().unwrap();
                 ingests[attempt.fetch_add(1, Ordering::Relaxed) % ingests.len()].clone()
             };
+            self.attempts.fetch_add(1, Ordering::Relaxed);
             let r = self
                 .http
                 .post(format!("{url}{path}"))

@@ -10,9 +10,17 @@
 //! recover from (a fresh probe event sent after the fault, until it is queryable).
 //!
 //! `CHAOS_PROFILE=short` (default, run by `cargo test` in CI) uses short outages and one
-//! of each fault; `CHAOS_PROFILE=full` (`scripts/chaos`) runs the whole sequence of the
-//! issue: SIGKILL an enricher twice, restart Kafka, ClickHouse down 30 s, Redis down 20 s,
-//! SIGTERM each ingest. `CHAOS_RATE` sets events per second (default 100 / 200).
+//! of each fault; `CHAOS_PROFILE=full` (`scripts/chaos`) runs the whole sequence: SIGKILL
+//! an enricher twice, restart Kafka, ClickHouse down 30 s, Redis down 20 s, SIGTERM each
+//! ingest. `CHAOS_RATE` sets events per second (default 100 / 200).
+//!
+//! On a cluster stack (`scripts/stack up --cluster`; `scripts/chaos --cluster` and
+//! `scripts/test-cluster` run it there) the faults are the cluster's, through two ingests
+//! and three enrichers: SIGKILL the broker that leads a partition of `events.raw` (and
+//! start it again), restart a broker, stop one ClickHouse replica for 30 s, stop
+//! ZooKeeper for 20 s, SIGKILL an enricher (short: shorter outages). For each fault the
+//! summary also gives the share of ingest answers that were not 200 from the fault until
+//! its recovery: with one broker of three down, ingest keeps answering 200.
 //!
 //! The test stops and starts the stack's services: it runs alone in its test binary.
 
@@ -30,11 +38,30 @@ enum Fault {
     StopClickHouse(Duration),
     StopRedis(Duration),
     RestartIngest(usize),
+    /// Cluster: SIGKILL the leader of partition 0 of `events.raw`; start it after this.
+    KillPartitionLeader(Duration),
+    /// Cluster: SIGTERM one broker and start it again.
+    RestartBroker,
+    /// Cluster: stop one replica of a shard for this long.
+    StopClickHouseReplica(Duration),
+    /// Cluster: stop ZooKeeper for this long.
+    StopZooKeeper(Duration),
 }
 
 impl Fault {
     fn name(&self) -> String {
         match self {
+            Fault::KillPartitionLeader(d) => {
+                format!(
+                    "SIGKILL a partition leader (broker), down {} s",
+                    d.as_secs()
+                )
+            }
+            Fault::RestartBroker => "restart a broker".into(),
+            Fault::StopClickHouseReplica(d) => {
+                format!("one ClickHouse replica down {} s", d.as_secs())
+            }
+            Fault::StopZooKeeper(d) => format!("ZooKeeper down {} s", d.as_secs()),
             Fault::KillEnricher => "SIGKILL an enricher".into(),
             Fault::RestartKafka => "restart the Kafka broker".into(),
             Fault::StopClickHouse(d) => format!("ClickHouse down {} s", d.as_secs()),
@@ -49,6 +76,7 @@ struct Profile {
     faults: Vec<Fault>,
     /// Steady stream between faults.
     pause: Duration,
+    enrichers: usize,
 }
 
 fn profile() -> Profile {
@@ -58,6 +86,21 @@ fn profile() -> Profile {
         .and_then(|r| r.parse().ok())
         .unwrap_or(if full { 200 } else { 100 });
     let secs = Duration::from_secs;
+    if !env("CLICKHOUSE_CLUSTER").is_empty() {
+        let (down, pause) = if full { (1, 10) } else { (0, 3) };
+        return Profile {
+            rate,
+            faults: vec![
+                Fault::KillPartitionLeader(secs([10, 20][down])),
+                Fault::RestartBroker,
+                Fault::StopClickHouseReplica(secs([10, 30][down])),
+                Fault::StopZooKeeper(secs([5, 20][down])),
+                Fault::KillEnricher,
+            ],
+            pause: secs(pause),
+            enrichers: 3,
+        };
+    }
     if full {
         Profile {
             rate,
@@ -71,6 +114,7 @@ fn profile() -> Profile {
                 Fault::RestartIngest(1),
             ],
             pause: secs(10),
+            enrichers: 2,
         }
     } else {
         Profile {
@@ -83,6 +127,7 @@ fn profile() -> Profile {
                 Fault::RestartIngest(0),
             ],
             pause: secs(3),
+            enrichers: 2,
         }
     }
 }
@@ -190,13 +235,54 @@ fn blocking_stack(args: &'static [&'static str]) -> tokio::task::JoinHandle<()> 
     tokio::task::spawn_blocking(move || stack(args))
 }
 
+/// `scripts/stack ACTION NODE`, off the runtime's threads.
+async fn on_node(action: &'static str, node: String) {
+    tokio::task::spawn_blocking(move || stack(&[action, &node]))
+        .await
+        .unwrap();
+}
+
+/// The `scripts/stack` name of the broker that leads partition 0 of `events.raw` now.
+fn partition_leader() -> String {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", env("KAFKA_BROKERS"))
+        .create()
+        .unwrap();
+    let topic = env("KAFKA_TOPIC_RAW");
+    let md = consumer
+        .fetch_metadata(Some(&topic), Duration::from_secs(10))
+        .unwrap();
+    let leader = md.topics()[0]
+        .partitions()
+        .iter()
+        .find(|p| p.id() == 0)
+        .expect("partition 0")
+        .leader();
+    // Broker `kafka-N` has node.id N (docs/cluster.md).
+    format!("kafka-{leader}")
+}
+
+/// The ClickHouse replica a cluster fault stops: one not named by CLICKHOUSE_URL, since
+/// every client enters through that one (docs/cluster.md).
+fn a_replica() -> String {
+    env("RIVULET_CLICKHOUSE_NODE_NAMES")
+        .split(',')
+        .last()
+        .expect("node names")
+        .to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_acknowledged_is_lost_under_faults() {
     let p = profile();
     let started = Instant::now();
     let (site, key) = site_with_key().await;
     let mut ingests = [start_ingest(&[]).await, start_ingest(&[]).await];
-    let mut enrichers = vec![start_enricher(&[]).await, start_enricher(&[]).await];
+    let mut enrichers = Vec::new();
+    for _ in 0..p.enrichers {
+        enrichers.push(start_enricher(&[]).await);
+    }
     for e in &enrichers {
         wait_assigned(e).await;
     }
@@ -225,6 +311,7 @@ async fn nothing_acknowledged_is_lost_under_faults() {
     };
 
     let mut recoveries: Vec<(String, Duration)> = Vec::new();
+    let mut error_rates: Vec<(String, u64, u64)> = Vec::new();
     tokio::time::sleep(p.pause).await;
     for fault in &p.faults {
         eprintln!(
@@ -232,7 +319,36 @@ async fn nothing_acknowledged_is_lost_under_faults() {
             started.elapsed().as_secs(),
             fault.name()
         );
+        let (attempts0, retries0) = (client.ingests.attempts(), client.ingests.retries());
         match *fault {
+            Fault::KillPartitionLeader(down) => {
+                let leader = tokio::task::spawn_blocking(partition_leader).await.unwrap();
+                eprintln!(
+                    "[chaos {:>4} s]   {leader} leads partition 0",
+                    started.elapsed().as_secs()
+                );
+                on_node("kill", leader.clone()).await;
+                tokio::time::sleep(down).await;
+                on_node("start", leader).await;
+            }
+            Fault::RestartBroker => {
+                let broker = env("RIVULET_KAFKA_NODE_NAMES")
+                    .split(',')
+                    .nth(1)
+                    .expect("three brokers")
+                    .to_string();
+                on_node("restart", broker).await;
+            }
+            Fault::StopClickHouseReplica(d) => {
+                on_node("stop", a_replica()).await;
+                tokio::time::sleep(d).await;
+                on_node("start", a_replica()).await;
+            }
+            Fault::StopZooKeeper(d) => {
+                on_node("stop", "zookeeper".into()).await;
+                tokio::time::sleep(d).await;
+                on_node("start", "zookeeper".into()).await;
+            }
             Fault::KillEnricher => {
                 // Recovery is the survivor taking over the dead one's partitions; the
                 // replacement starts after the probe.
@@ -266,6 +382,11 @@ async fn nothing_acknowledged_is_lost_under_faults() {
         }
         let took = probe(&client).await;
         report(&mut recoveries, fault, took, started);
+        error_rates.push((
+            fault.name(),
+            client.ingests.retries() - retries0,
+            client.ingests.attempts() - attempts0,
+        ));
         tokio::time::sleep(p.pause).await;
     }
     stop.store(true, Ordering::Relaxed);
@@ -299,14 +420,22 @@ async fn nothing_acknowledged_is_lost_under_faults() {
         "rows_before_dedup": rows_raw,
         "duplicates_after_dedup": duplicates,
         "client_retries": client.ingests.retries(),
+        "topology": if env("CLICKHOUSE_CLUSTER").is_empty() { "single node" } else { "cluster" },
         "recovery_seconds": recoveries.iter().map(|(n, d)| json!({"fault": n, "seconds": (d.as_secs_f64() * 10.0).round() / 10.0})).collect::<Vec<_>>(),
+        "ingest_answers_not_200": error_rates.iter().map(|(n, failed, all)| json!({"fault": n, "not_200": failed, "answers": all,
+            "share": if *all > 0 { (*failed as f64 / *all as f64 * 10_000.0).round() / 10_000.0 } else { 0.0 }})).collect::<Vec<_>>(),
         "duration_seconds": started.elapsed().as_secs(),
     });
     let text = serde_json::to_string_pretty(&summary).unwrap();
     eprintln!("{text}");
     let out = repo_root().join("artifacts");
     std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(out.join("chaos.json"), &text).unwrap();
+    let name = if env("CLICKHOUSE_CLUSTER").is_empty() {
+        "chaos.json"
+    } else {
+        "chaos-cluster.json"
+    };
+    std::fs::write(out.join(name), &text).unwrap();
     assert_eq!(lost, 0, "acknowledged events were lost");
     assert_eq!(duplicates, 0, "events counted twice after dedup");
     assert_eq!(gave_up, 0, "events the client could never get acknowledged");

@@ -19,7 +19,7 @@ use rivulet_common::schema::queries;
 use rivulet_tests::*;
 use serde_json::json;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use uuid::Uuid;
 
 /// The cluster's ClickHouse servers, in the stack's order (`CLICKHOUSE_NODES`).
@@ -47,9 +47,8 @@ async fn on_node(url: &str, sql: &str) -> String {
         .post(format!("{url}/?database={}", env("CLICKHOUSE_DB")))
         .body(sql.to_string())
         .timeout(Duration::from_secs(60))
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{url}: {e}"));
+        .fetch()
+        .await;
     let status = resp.status();
     let text = resp.text().await.unwrap();
     assert!(status.is_success(), "{url}: {sql}: {text}");
@@ -152,19 +151,18 @@ async fn the_schema_is_distributed_over_replicated_tables_and_the_registry_is_ev
     // A site created through one server is read from every other one.
     let (site_id, _) = site_with_key().await;
     for (name, url) in nodes() {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let n = on_node(
-                &url,
-                &format!("SELECT count() FROM sites FINAL WHERE site_id = {site_id}"),
-            )
+        let sql = format!("SELECT count() FROM sites FINAL WHERE site_id = {site_id}");
+        Pace::within(Duration::from_secs(30))
+            .every(Duration::from_millis(200))
+            .poll_until(&format!("{name} did not get site {site_id}"), || async {
+                let n = on_node(&url, &sql).await;
+                if n.trim() == "1" {
+                    Ok(())
+                } else {
+                    Err(n)
+                }
+            })
             .await;
-            if n.trim() == "1" {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{name} never got site {site_id}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
     }
 }
 
@@ -296,12 +294,13 @@ async fn ingest_answers_200_with_one_broker_down_and_never_200_with_two() {
         "with one in-sync replica left, every answer must be 503: {statuses:?}"
     );
     // And it recovers by itself.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while post_event(&ingest.url, site_id, &key).await != 200 {
-        assert!(
-            Instant::now() < deadline,
-            "no 200 after the brokers returned"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    Pace::within(Duration::from_secs(60))
+        .every(Duration::from_millis(500))
+        .poll_until("no 200 after the brokers returned", || async {
+            match post_event(&ingest.url, site_id, &key).await {
+                200 => Ok(()),
+                other => Err(other),
+            }
+        })
+        .await;
 }
