@@ -13,6 +13,7 @@ import { pathToFileURL } from 'node:url';
 import { allows, parse } from './spdx.mjs';
 
 const readJson = (file) => JSON.parse(readFileSync(file, 'utf8'));
+const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
 /** Checks the policy file itself; returns a list of problems. */
 export function validatePolicy(policy) {
@@ -53,6 +54,17 @@ export function checkAdvisories(policy, reports) {
       failures.push(`${label}: the advisory database loaded no advisories (advisory-count ${JSON.stringify(count)})`);
       continue;
     }
+    // A cargo-audit config (~/.cargo/audit.toml, .cargo/audit.toml) must not narrow the audit:
+    // supply-chain.json is the only place where anything is accepted.
+    const settings = report?.settings ?? {};
+    const narrowed = [];
+    if (settings.ignore?.length) narrowed.push(`ignores ${settings.ignore.join(', ')}`);
+    if (settings.severity) narrowed.push(`reports only severity ${settings.severity} and above`);
+    if (settings.target_arch?.length || settings.target_os?.length) narrowed.push('checks only some platforms');
+    const kinds = settings.informational_warnings ?? [];
+    const off = ['unmaintained', 'unsound', 'notice'].filter((k) => !kinds.includes(k));
+    if (off.length) narrowed.push(`does not report ${off.join(', ')}`);
+    if (narrowed.length) failures.push(`${label}: a cargo-audit config ${narrowed.join('; ')}: remove it (supply-chain.json is the policy)`);
     const crates = report?.lockfile?.['dependency-count'];
     const vulns = report?.vulnerabilities?.list;
     const warningsByKind = report?.warnings;
@@ -61,21 +73,21 @@ export function checkAdvisories(policy, reports) {
       continue;
     }
     const warnings = Object.entries(warningsByKind).flatMap(([kind, list]) => (list ?? []).map((w) => ({ kind, ...w })));
-    lines.push(`${label}: ${crates} crates checked against ${count} advisories: ${vulns.length} vulnerabilities, ${warnings.length} warnings`);
+    lines.push(`${label}: ${crates} crates checked against ${count} advisories: ${plural(vulns.length, 'vulnerability', 'vulnerabilities')}, ${plural(warnings.length, 'warning')}`);
     for (const v of vulns) {
-      const msg = `${label}: VULNERABILITY ${v.advisory?.id} in ${v.package?.name} ${v.package?.version}: ${v.advisory?.title}` +
+      const msg = `VULNERABILITY ${v.advisory?.id} in ${v.package?.name} ${v.package?.version}: ${v.advisory?.title}` +
         (v.versions?.patched?.length ? ` (patched: ${v.versions.patched.join(', ')})` : ' (no patched version)');
       lines.push(`  ${msg}`);
-      failures.push(accepted.has(v.advisory?.id) ? `${msg}; vulnerabilities cannot be accepted in the policy` : msg);
+      failures.push(`${label}: ${msg}` + (accepted.has(v.advisory?.id) ? '; vulnerabilities cannot be accepted in the policy' : ''));
     }
     for (const w of warnings) {
       const id = w.advisory?.id;
       const what = `${w.kind} ${id ?? '(no advisory)'} ${w.package?.name} ${w.package?.version}` + (w.advisory?.title ? ` (${w.advisory.title})` : '');
       const a = id && accepted.get(id);
       if (a && a.crate === w.package?.name) {
-        used.add(id);
         lines.push(`  warning ${what}`);
-        lines.push(`    accepted by supply-chain.json: ${a.reason}`);
+        lines.push(used.has(id) ? '    accepted by supply-chain.json (reason above)' : `    accepted by supply-chain.json: ${a.reason}`);
+        used.add(id);
       } else {
         lines.push(`  warning ${what}`);
         lines.push('    NOT ACCEPTED: fix it, or accept it with a reason in supply-chain.json');
@@ -117,7 +129,7 @@ function judge(policy, source, deps) {
     byLicence.set(d.licence, (byLicence.get(d.licence) ?? 0) + 1);
   }
   const summary = [...byLicence.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map(([l, n]) => `${n} ${l}`).join('; ');
-  lines.push(`${source}: ${deps.length} dependencies${failures.length ? `, ${failures.length} not accepted` : ', every licence accepted'}`);
+  lines.push(`${source}: ${plural(deps.length, 'dependency', 'dependencies')}${failures.length ? `, ${failures.length} not accepted` : ', every licence accepted'}`);
   if (summary) lines.push(`  ${summary}`);
   return { lines, failures };
 }

@@ -52,6 +52,7 @@ test('spdx: malformed expressions are errors, not a pass', () => {
 const report = ({ count = 1225, vulns = [], warnings = {} } = {}) => ({
   database: { 'advisory-count': count },
   lockfile: { 'dependency-count': 306 },
+  settings: { target_arch: [], target_os: [], severity: null, ignore: [], informational_warnings: ['unmaintained', 'unsound', 'notice'] },
   vulnerabilities: { found: vulns.length > 0, count: vulns.length, list: vulns },
   warnings,
 });
@@ -90,6 +91,23 @@ test('advisories: an acceptance for another crate does not cover the warning', (
 test('advisories: an acceptance no lock file needs fails, so the policy stays exact', () => {
   const r = checkAdvisories(policy(), [{ label: 'Cargo.lock', report: report() }]);
   assert.deepEqual(r.failures, ['supply-chain.json accepts RUSTSEC-2024-0436, but no lock file has it any more: remove the entry']);
+});
+
+test('advisories: a cargo-audit config that narrows the audit fails', () => {
+  const r = report({ warnings: { unmaintained: [paste] } });
+  r.settings = { target_arch: [], target_os: ['windows'], severity: 'high', ignore: ['RUSTSEC-2099-0001'], informational_warnings: ['unsound'] };
+  const f = checkAdvisories(policy(), [{ label: 'Cargo.lock', report: r }]).failures;
+  assert.equal(f.length, 1);
+  assert.match(f[0], /ignores RUSTSEC-2099-0001; reports only severity high and above; checks only some platforms; does not report unmaintained, notice/);
+});
+
+test('advisories: the same accepted warning in two lock files is listed in both', () => {
+  const r = checkAdvisories(policy(), [
+    { label: 'Cargo.lock', report: report({ warnings: { unmaintained: [paste] } }) },
+    { label: 'fuzz/Cargo.lock', report: report({ warnings: { unmaintained: [paste] } }) },
+  ]);
+  assert.deepEqual(r.failures, []);
+  assert.equal(r.lines.filter((l) => l.includes('warning unmaintained RUSTSEC-2024-0436')).length, 2);
 });
 
 test('advisories: a database that loaded nothing fails', () => {
