@@ -78,12 +78,12 @@ impl ChConfig {
     fn events_client(&self, client: &Client) -> Client {
         let mut client = client.clone();
         if self.topology.cluster().is_some() {
-            client = client.with_option("insert_distributed_sync", "1");
+            client = client.with_setting("insert_distributed_sync", "1");
         }
         if self.insert_quorum > 1 {
             client = client
-                .with_option("insert_quorum", self.insert_quorum.to_string())
-                .with_option(
+                .with_setting("insert_quorum", self.insert_quorum.to_string())
+                .with_setting(
                     "insert_quorum_timeout",
                     self.insert_quorum_timeout_ms.to_string(),
                 );

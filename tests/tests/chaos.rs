@@ -268,7 +268,7 @@ fn partition_leader() -> String {
 fn a_replica() -> String {
     env("RIVULET_CLICKHOUSE_NODE_NAMES")
         .split(',')
-        .last()
+        .next_back()
         .expect("node names")
         .to_string()
 }
