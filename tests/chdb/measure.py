@@ -1,0 +1,129 @@
+"""What ClickHouse 26.x features would give Rivulet's `events` table, measured on chDB.
+
+    python measure.py --bin target/debug/chdb_compat --workdir DIR [--rows 1000000] [--days 30]
+
+Loads the same realistic events (`chdb_compat events`: the enricher's encoder, the
+compatibility test's generator) into variants of `events` and reports, for each, the size
+on disk after a final merge and the time of the Overview's statements:
+
+  base          the DDL Rivulet creates (runs on 18.16 and on current servers)
+  lowcard       LowCardinality(String) for the low-cardinality columns
+  datetime64    DateTime64(3) for timestamp and received_at
+  ttl           base with `TTL timestamp + INTERVAL 13 MONTH` (retention)
+
+Not part of CI (scripts/test-chdb measure runs it); docs/clickhouse-versions.md has the
+figures and what was decided from them.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import time
+
+os.environ["TZ"] = "UTC"
+from chdb import session as chdb_session  # noqa: E402
+
+LOW_CARDINALITY = [
+    "type", "event_name", "hostname", "channel", "language", "country", "region", "city",
+    "browser", "browser_version", "operating_system", "operating_system_version", "device_type",
+]
+
+
+def variants(base_ddl):
+    lc = base_ddl
+    for col in LOW_CARDINALITY:
+        lc = re.sub(rf"(\n\s+{col}) String([,\n])", r"\1 LowCardinality(String)\2", lc)
+    dt64 = re.sub(r"(\n\s+(timestamp|received_at)) DateTime([,\n])", r"\1 DateTime64(3)\3", base_ddl)
+    ttl = base_ddl + "\nTTL timestamp + INTERVAL 13 MONTH"
+    out = {"base": base_ddl, "lowcard": lc, "datetime64": dt64, "ttl": ttl}
+    assert lc.count("LowCardinality(String)") == len(LOW_CARDINALITY), lc
+    assert dt64.count("DateTime64(3)") == 2, dt64
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--days", type=int, default=30)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir)
+    data = os.path.abspath(os.path.join(args.workdir, "events.bin"))
+    t = time.monotonic()
+    print(subprocess.run([args.bin, "events", data, str(args.rows), str(args.days)],
+                         check=True, capture_output=True, text=True).stdout.strip(),
+          f"generated in {time.monotonic() - t:.1f} s ({os.path.getsize(data) / 1e6:.0f} MB RowBinary)")
+    manifest = json.loads(subprocess.run([args.bin, "manifest"], check=True, capture_output=True).stdout)
+    base = next(s for s in manifest["ddl"]["single"] if s.startswith("CREATE TABLE IF NOT EXISTS {db}.events "))
+    structure = ", ".join(f"{c['name']} {c['type']}" for c in manifest["events_columns"])
+    sess = chdb_session.Session(os.path.join(args.workdir, "chdb"))
+    version = sess.query("SELECT version()", "TSV").bytes().decode().strip()
+    sess.query("CREATE DATABASE m")
+    ddls = variants(base.replace("{db}", "m"))
+    for name, ddl in ddls.items():
+        sess.query(ddl.replace("m.events ", f"m.{name} ", 1))
+    t = time.monotonic()
+    sess.query(f"INSERT INTO m.base SELECT * FROM file('{data}', 'RowBinary', '{structure}')")
+    print(f"loaded into base in {time.monotonic() - t:.1f} s")
+    for name in ddls:
+        if name != "base":
+            sess.query(f"INSERT INTO m.{name} SELECT * FROM m.base")
+        sess.query(f"OPTIMIZE TABLE m.{name} FINAL")
+
+    def one(sql):
+        return sess.query(sql, "TSV").bytes().decode().strip()
+
+    queries = [q for q in manifest["queries"] if q["name"].startswith("overview_")]
+    # The dashboard's case (site 1, its 24-hour window) and the whole table for site 1.
+    windows = {"24 h": 1767142800, f"{args.days} d": 0}
+    print(f"\nClickHouse {version} (chDB), {one('SELECT count() FROM m.base')} rows over {args.days} days, "
+          "after OPTIMIZE FINAL")
+    print(f"{'variant':<12}{'on disk MB':>12}{'compressed MB':>15}{'uncompressed MB':>17}"
+          + "".join(f"{'Overview ' + w + ' ms':>20}" for w in windows))
+    results = {}
+    for name in ddls:
+        on_disk, comp, uncomp = map(int, one(
+            "SELECT sum(bytes_on_disk), sum(data_compressed_bytes), sum(data_uncompressed_bytes) "
+            f"FROM system.parts WHERE active AND database = 'm' AND table = '{name}'").split("\t"))
+        timings = {}
+        for w, since in windows.items():
+            total = 0.0
+            for q in queries:
+                run = next(r for r in q["runs"] if r["binds"] == [1, since])
+                sql = run["sql"].replace("FROM events", f"FROM m.{name}")
+                samples = []
+                for _ in range(args.repeat):
+                    t = time.perf_counter()
+                    sess.query(sql, "Null")
+                    samples.append(time.perf_counter() - t)
+                total += statistics.median(samples)
+            timings[w] = total * 1000
+        results[name] = (on_disk, comp, uncomp, timings)
+        print(f"{name:<12}{on_disk / 1e6:>12.1f}{comp / 1e6:>15.1f}{uncomp / 1e6:>17.1f}"
+              + "".join(f"{timings[w]:>20.1f}" for w in windows))
+    print("\ncompressed bytes per column (MB), base → lowcard:")
+    cols = {}
+    for name in ("base", "lowcard"):
+        for line in one(f"SELECT name, data_compressed_bytes FROM system.columns WHERE database = 'm' "
+                        f"AND table = '{name}'").splitlines():
+            c, b = line.split("\t")
+            cols.setdefault(c, {})[name] = int(b)
+    for c in LOW_CARDINALITY:
+        print(f"  {c:<26}{cols[c]['base'] / 1e6:>8.2f} → {cols[c]['lowcard'] / 1e6:>6.2f}")
+    print("\ntimestamp + received_at (MB), base → datetime64:", end=" ")
+    dt = {n: sum(int(x) for x in one(
+        f"SELECT data_compressed_bytes FROM system.columns WHERE database = 'm' AND table = '{n}' "
+        "AND name IN ('timestamp', 'received_at')").split()) for n in ("base", "datetime64")}
+    print(f"{dt['base'] / 1e6:.2f} → {dt['datetime64'] / 1e6:.2f}")
+    sess.close()
+
+
+if __name__ == "__main__":
+    main()
