@@ -46,7 +46,7 @@ class ChdbServer:
         self.lock = threading.Lock()
         self.rewrite = rewrite_cluster_ddl
         self.tmpdir = tempfile.mkdtemp(prefix="chdb-http-")
-        self.log = []  # (statement, error or None), for the report
+        self.log = []  # (statement as run, output format, error or None), for the report
         handler = _handler(self)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.httpd.daemon_threads = True
@@ -101,11 +101,11 @@ class ChdbServer:
                 finally:
                     for k in settings:
                         self.session.query(f"SET {k} = DEFAULT")
-                self.log.append((sql, None))
+                self.log.append((sql, fmt, None))
                 return 200, {}, out
             except Exception as e:  # chDB raises its own error type with the server's text
                 text = str(e).strip()
-                self.log.append((sql, text))
+                self.log.append((sql, fmt, text))
                 m = re.match(r"Code: (\d+)", text)
                 return _error(int(m.group(1)) if m else 1000, text)
             finally:
@@ -159,7 +159,11 @@ def _handler(server):
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Content-Length", str(len(out)))
             self.end_headers()
-            self.wfile.write(out)
+            try:
+                self.wfile.write(out)
+            except (BrokenPipeError, ConnectionResetError):
+                # The client gave up on this request (e.g. a joined query failed first).
+                self.close_connection = True
 
         do_POST = _serve
         do_GET = _serve

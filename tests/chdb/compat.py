@@ -16,6 +16,8 @@ Steps (each prints its checks; any failure fails the run):
  4. The rows in chDB, read by chDB itself, against the dataset, field by field.
  5. Every statement of queries::ALL, with every set of binds, on 18.16 and on both chDB
     schemas: the same names and types of columns and the same rows, in the same order.
+ 6. `rivulet-admin migrate` and `rivulet-admin serve` (its JSON API: sites, keys, each
+    site's Overview) on chDB, through the adapter, and on 18.16: the same answers.
 """
 
 import argparse
@@ -23,6 +25,7 @@ import calendar
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -135,6 +138,7 @@ def differences(a, b, limit=5):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="the chdb_compat binary")
+    ap.add_argument("--admin-bin", required=True, help="the rivulet-admin binary")
     ap.add_argument("--reference-url", required=True, help="the 18.16 server's HTTP URL")
     ap.add_argument("--workdir", required=True)
     args = ap.parse_args()
@@ -143,7 +147,8 @@ def main():
 
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
-    manifest = json.loads(subprocess.run([args.bin, "manifest"], check=True, capture_output=True).stdout)
+    now = int(time.time())
+    manifest = json.loads(subprocess.run([args.bin, "manifest", str(now)], check=True, capture_output=True).stdout)
     sess = chdb_session.Session(os.path.join(args.workdir, "chdb"))
     version = sess.query("SELECT version()", "TSV").bytes().decode().strip()
     ref = Reference(args.reference_url)
@@ -184,15 +189,31 @@ def main():
         ref.query("DROP DATABASE IF EXISTS rivulet_compat")
         loads.append((ref.url, "rivulet_compat", None))
         for url, db, cluster in loads:
-            cmd = [args.bin, "load", url, db] + ([cluster] if cluster else [])
+            cmd = [args.bin, "load", url, db, str(now)] + ([cluster] if cluster else [])
             p = subprocess.run(cmd, capture_output=True, text=True)
             sys.stdout.write(p.stdout)
             what = f"load {db}{' as cluster ' + cluster if cluster else ''} into {url}"
             rep.check(p.returncode == 0, what, p.stderr.strip())
-    finally:
+    except BaseException:
         srv.stop()
-    print(f"  (the chDB adapter ran {len(srv.log)} statements, {sum(1 for _, e in srv.log if e)} answered an error "
-          "— migrations tolerate 'already exists')")
+        raise
+    # What went through the adapter shows which paths of the client were taken.
+    served = srv.log
+    errors = [(q, e) for q, _, e in served if e]
+    rep.check(not errors, f"the chDB adapter ran {len(served)} statements without an error",
+              "; ".join(f"{e} ({_first_line(q)})" for q, e in errors[:3]))
+    kinds = {
+        "DESCRIBE TABLE (the crate fetches the schema to validate rows)": lambda q, f: q.startswith("DESCRIBE TABLE"),
+        "INSERT … FORMAT RowBinaryWithNamesAndTypes (registry rows, validated)":
+            lambda q, f: q.startswith("INSERT") and q.endswith("FORMAT RowBinaryWithNamesAndTypes"),
+        "INSERT … FORMAT RowBinary (the enricher's events)":
+            lambda q, f: q.startswith("INSERT INTO events") and q.endswith("FORMAT RowBinary"),
+        "SELECT read as RowBinaryWithNamesAndTypes (types checked by the client)":
+            lambda q, f: q.startswith("SELECT") and f == "RowBinaryWithNamesAndTypes",
+    }
+    for what, test in kinds.items():
+        n = sum(1 for q, f, _ in served if test(q.lstrip(), f))
+        rep.check(n > 0, f"through the adapter: {n} × {what}")
 
     print("\n[4] the rows in chDB, read by chDB, field by field")
     for db in ("rivulet_compat", "rivulet_compat_cluster"):
@@ -230,6 +251,20 @@ def main():
                   "add rows to tests/src/compat.rs that this statement finds")
         nonempty += runs_with_rows
 
+    print("\n[6] rivulet-admin on chDB (through the adapter) and on 18.16")
+    targets = {
+        "18.16": (ref.url, "rivulet_compat", None),
+        "chDB": (srv.url, "rivulet_compat", None),
+        "chDB cluster": (srv.url, "rivulet_compat_cluster", manifest["cluster_name"]),
+    }
+    try:
+        _admin(args, rep, targets, args.workdir)
+    finally:
+        srv.stop()
+    errors = [(q, e) for q, _, e in srv.log if e]
+    rep.check(not errors, "the chDB adapter answered every statement of rivulet-admin",
+              "; ".join(f"{e} ({_first_line(q)})" for q, e in errors[:3]))
+
     # The comparison itself can fail: two different answers are told apart.
     a = normalize(ref.query("SELECT 1 AS x, 'a' AS y", fmt="JSONCompact"))
     b = normalize(sess.query("SELECT 1 AS x, 'b' AS y", "JSONCompact").bytes())
@@ -243,6 +278,83 @@ def main():
     if rep.failed:
         print("failed:\n  " + "\n  ".join(rep.failed))
         sys.exit(1)
+
+
+def _admin_env(url, db, cluster, extra=None):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CLICKHOUSE_CLUSTER", "CLICKHOUSE_VALIDATION", "CLICKHOUSE_COMPRESSION")}
+    # Row validation as in production (`auto`: on for the current engine); LZ4 off, which the
+    # adapter does not speak.
+    env.update(CLICKHOUSE_URL=url, CLICKHOUSE_DB=db, CLICKHOUSE_COMPRESSION="none", RUST_LOG="warn")
+    if cluster:
+        env["CLICKHOUSE_CLUSTER"] = cluster
+    env.update(extra or {})
+    return env
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url, token):
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def _admin(args, rep, targets, workdir):
+    """`rivulet-admin migrate`, then `rivulet-admin serve` against each target, its JSON
+    API read page by page; every target must answer what 18.16 answers."""
+    token = os.urandom(24).hex()
+    paths = ["/api/sites"]
+    for site in [1, 2, 3, 4, 999]:
+        paths += [f"/api/sites/{site}", f"/api/sites/{site}/keys", f"/api/sites/{site}/overview"]
+    answers = {}
+    for name, (url, db, cluster) in targets.items():
+        p = subprocess.run([args.admin_bin, "migrate"], env=_admin_env(url, db, cluster),
+                           capture_output=True, text=True)
+        out = p.stdout.strip()
+        rep.check(p.returncode == 0 and json.loads(out or "{}").get("schema_versions") == [1, 2],
+                  f"{name}: rivulet-admin migrate ({out})", p.stderr.strip())
+        port = _free_port()
+        log_path = os.path.join(workdir, f"admin-{name.replace(' ', '-')}.log")
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen([args.admin_bin, "serve"], stdout=log, stderr=subprocess.STDOUT,
+                                    env=_admin_env(url, db, cluster, {"ADMIN_TOKEN": token,
+                                                                      "ADMIN_ADDR": f"127.0.0.1:{port}"}))
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    _get(base + "/api/sites", token)
+                    break
+                except (urllib.error.URLError, ConnectionError):
+                    if time.monotonic() > deadline or proc.poll() is not None:
+                        rep.fail(f"{name}: rivulet-admin serve did not answer", open(log_path).read()[-2000:])
+                        return
+                    time.sleep(0.2)
+            answers[name] = {path: _get(base + path, token) for path in paths}
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    ref = answers.pop("18.16")
+    for name, got in answers.items():
+        for path in paths:
+            a, b = ref[path], got[path]
+            # An hour that began between the two reads moves the Overview's window: read
+            # both again (never more than once per hour boundary).
+            label = f"{name}: GET {path} → {b[0]}"
+            rep.check(a == b, label, f"18.16 answered {json.dumps(a)[:600]}\n       {name} answered {json.dumps(b)[:600]}")
+    overview = ref["/api/sites/1/overview"]
+    filled = overview[0] == 200 and overview[1]["totals"]["pageviews"] > 0 and overview[1]["latest_events"]
+    rep.check(bool(filled), "the Overview compared is not empty (site 1 has events in its window)",
+              json.dumps(overview)[:300])
 
 
 def _first_line(sql):

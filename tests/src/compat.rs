@@ -12,11 +12,16 @@ use rivulet_common::registry::{KeyRecord, Site};
 use rivulet_common::schema::events::EventRow;
 use uuid::Uuid;
 
-/// "Now" of the dataset: 2026-01-01T00:00:00Z. Every event is before it.
-pub const NOW: u32 = 1_767_225_600;
-/// The Overview's window for [`NOW`]: the current hour and the 23 before it (as the
+/// A fixed "now" (2026-01-01T00:00:00Z), for data that must be the same on every run
+/// (the measurements). The compatibility test uses the time it runs at, so that the
+/// dashboard's Overview, which asks for the last 24 hours, finds its rows.
+pub const FIXED_NOW: u32 = 1_767_225_600;
+
+/// The Overview's window at `now`: the current hour and the 23 before it (as the
 /// dashboard computes it).
-pub const WINDOW_START: u32 = NOW / 3600 * 3600 - 23 * 3600;
+pub fn window_start(now: u32) -> u32 {
+    now / 3600 * 3600 - 23 * 3600
+}
 
 /// splitmix64: small, fast, and the same sequence on every machine.
 pub struct Rng(u64);
@@ -68,6 +73,8 @@ impl Rng {
 
 /// Rows of the registry and events, in the order they are written.
 pub struct Dataset {
+    /// Every event is before this time.
+    pub now: u32,
     /// Every version of every site, oldest first (a rename and a deletion add versions).
     pub sites: Vec<Site>,
     /// Every version of every key (a revocation adds one).
@@ -82,8 +89,8 @@ pub const DELETED_SITE: u32 = 4;
 /// An id no row has.
 pub const MISSING_SITE: u32 = 999;
 
-fn registry(rng: &mut Rng) -> (Vec<Site>, Vec<KeyRecord>) {
-    let created = NOW - 90 * 86_400;
+fn registry(rng: &mut Rng, now: u32) -> (Vec<Site>, Vec<KeyRecord>) {
+    let created = now - 90 * 86_400;
     let site = |site_id: u32, domain: &str, name: &str, at: u32, deleted: u8, version: u64| Site {
         site_id,
         domain: domain.into(),
@@ -456,15 +463,15 @@ pub fn event(rng: &mut Rng, site_id: u32, timestamp: u32, users: u64) -> EventRo
     }
 }
 
-/// `count` events over the `span` seconds before [`NOW`], across the sites (the deleted
+/// `count` events over the `span` seconds before `now`, across the sites (the deleted
 /// one too: its events stay), oldest first; 2 % are delivered twice.
-pub fn events(seed: u64, count: usize, span: u32) -> Vec<EventRow> {
+pub fn events(seed: u64, count: usize, span: u32, now: u32) -> Vec<EventRow> {
     let mut rng = Rng::new(seed);
     let mut out = Vec::with_capacity(count + count / 40);
     for i in 0..count {
-        // Evenly spread, with jitter; never at or after NOW.
-        let base = NOW - span + (u64::from(span) * i as u64 / count as u64) as u32;
-        let timestamp = (base + rng.below(60) as u32).min(NOW - 1);
+        // Evenly spread, with jitter; never at or after `now`.
+        let base = now - span + (u64::from(span) * i as u64 / count as u64) as u32;
+        let timestamp = (base + rng.below(60) as u32).min(now - 1);
         let site_id = SITE_IDS[rng.weighted(&[70, 24, 5, 1])];
         let users = match site_id {
             1 => 400,
@@ -480,15 +487,17 @@ pub fn events(seed: u64, count: usize, span: u32) -> Vec<EventRow> {
     out
 }
 
-/// The dataset the compatibility test loads into every engine it compares.
-pub fn dataset() -> Dataset {
+/// The dataset the compatibility test loads into every engine it compares: the same
+/// rows for the same `now`.
+pub fn dataset(now: u32) -> Dataset {
     let mut rng = Rng::new(26);
-    let (sites, keys) = registry(&mut rng);
+    let (sites, keys) = registry(&mut rng, now);
     // 36 hours: some events fall before the Overview's 24-hour window.
     Dataset {
+        now,
         sites,
         keys,
-        events: events(2026, 3_000, 36 * 3600),
+        events: events(2026, 3_000, 36 * 3600, now),
     }
 }
 
@@ -512,9 +521,9 @@ pub fn bind_values(column: &str, data: &Dataset) -> Option<Vec<BindValue>> {
             .collect(),
         // The Overview's window, everything, and a window after the last event.
         "timestamp" => vec![
-            BindValue::U32(WINDOW_START),
+            BindValue::U32(window_start(data.now)),
             BindValue::U32(0),
-            BindValue::U32(NOW + 3600),
+            BindValue::U32(data.now + 3600),
         ],
         "key_hash" => key_hashes.into_iter().map(BindValue::Str).collect(),
         "key_id" => key_ids.into_iter().map(BindValue::Str).collect(),
@@ -589,13 +598,13 @@ mod tests {
 
     #[test]
     fn the_dataset_is_the_same_every_time_and_has_what_the_queries_need() {
-        let a = dataset();
-        let b = dataset();
+        let a = dataset(FIXED_NOW);
+        let b = dataset(FIXED_NOW);
         assert_eq!(a.events, b.events);
         assert_eq!(a.keys, b.keys);
         let e = &a.events;
-        assert!(e.iter().all(|r| r.timestamp < NOW));
-        assert!(e.iter().any(|r| r.timestamp < WINDOW_START));
+        assert!(e.iter().all(|r| r.timestamp < FIXED_NOW));
+        assert!(e.iter().any(|r| r.timestamp < window_start(FIXED_NOW)));
         assert!(e.iter().any(|r| r.is_bot == 1));
         assert!(e.iter().any(|r| r.event_type == "custom_event"));
         assert!(e.iter().any(|r| r.pathname.len() > 127));

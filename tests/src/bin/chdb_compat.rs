@@ -1,14 +1,15 @@
 //! The Rust half of the ClickHouse compatibility test (`tests/chdb/compat.py` runs it;
 //! `tests/chdb/README.md` explains the whole).
 //!
-//!   chdb_compat manifest
+//!   chdb_compat manifest NOW
 //!       Prints, as JSON, every statement Rivulet sends, taken from `schema` itself: the
 //!       DDL of a single node and of a cluster (`migrations::all_statements`), every
 //!       statement of `queries::ALL` with each set of values it is run with, bound by the
 //!       `clickhouse` crate as the product binds them, the tables the product inserts
-//!       into, and the dataset's expected rows.
+//!       into, and the dataset's expected rows. NOW (epoch seconds): every event is
+//!       before it, and the Overview's statements are bound with its 24-hour window.
 //!
-//!   chdb_compat load URL DATABASE [CLUSTER]
+//!   chdb_compat load URL DATABASE NOW [CLUSTER]
 //!       Through the product's own code paths and client settings for the server at URL
 //!       (row validation on from 22.x, as `CLICKHOUSE_VALIDATION=auto` decides; LZ4 off):
 //!       runs the migrations (twice: the second run applies nothing), writes the
@@ -41,7 +42,11 @@ const CLUSTER: &str = "rivulet";
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["manifest"] => match manifest() {
+        ["manifest", now] => match now
+            .parse()
+            .map_err(|e| format!("NOW: {e}"))
+            .and_then(manifest)
+        {
             Ok(m) => {
                 println!("{}", serde_json::to_string_pretty(&m).expect("json"));
                 ExitCode::SUCCESS
@@ -51,15 +56,15 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        ["load", url, database] => run_load(url, database, None),
-        ["load", url, database, cluster] => run_load(url, database, Some(cluster)),
+        ["load", url, database, now] => run_load(url, database, now, None),
+        ["load", url, database, now, cluster] => run_load(url, database, now, Some(cluster)),
         ["events", file, count, days] => {
             let (Ok(count), Ok(days)) = (count.parse::<usize>(), days.parse::<u32>()) else {
                 eprintln!("chdb_compat events FILE COUNT DAYS: COUNT and DAYS are numbers");
                 return ExitCode::from(2);
             };
             let mut out = Vec::new();
-            let rows = compat::events(1, count, days * 86_400);
+            let rows = compat::events(1, count, days * 86_400, compat::FIXED_NOW);
             for row in &rows {
                 row.write_row_binary(&mut out);
             }
@@ -71,14 +76,14 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            eprintln!("usage: chdb_compat manifest | load URL DATABASE [CLUSTER] | events FILE COUNT DAYS");
+            eprintln!("usage: chdb_compat manifest NOW | load URL DATABASE NOW [CLUSTER] | events FILE COUNT DAYS");
             ExitCode::from(2)
         }
     }
 }
 
-fn manifest() -> Result<Value, String> {
-    let data = compat::dataset();
+fn manifest(now: u32) -> Result<Value, String> {
+    let data = compat::dataset(now);
     let cluster = Topology::Cluster {
         name: CLUSTER.into(),
     };
@@ -127,6 +132,8 @@ fn manifest() -> Result<Value, String> {
             "cluster": migrations::all_statements(&cluster),
         },
         "cluster_name": CLUSTER,
+        "now": now,
+        "window_start": compat::window_start(now),
         "migrations": migrations::MIGRATIONS.iter()
             .map(|m| json!({"version": m.version, "name": m.name})).collect::<Vec<_>>(),
         "queries": statements,
@@ -176,12 +183,16 @@ fn expected_rows(data: &Dataset) -> Value {
     })
 }
 
-fn run_load(url: &str, database: &str, cluster: Option<&str>) -> ExitCode {
+fn run_load(url: &str, database: &str, now: &str, cluster: Option<&str>) -> ExitCode {
+    let Ok(now) = now.parse::<u32>() else {
+        eprintln!("chdb_compat load: NOW is epoch seconds");
+        return ExitCode::from(2);
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    match rt.block_on(load(url, database, cluster)) {
+    match rt.block_on(load(url, database, now, cluster)) {
         Ok(failures) if failures.is_empty() => ExitCode::SUCCESS,
         Ok(failures) => {
             for f in failures {
@@ -260,7 +271,12 @@ impl Checks {
     }
 }
 
-async fn load(url: &str, database: &str, cluster: Option<&str>) -> Result<Vec<String>, String> {
+async fn load(
+    url: &str,
+    database: &str,
+    now: u32,
+    cluster: Option<&str>,
+) -> Result<Vec<String>, String> {
     let config = ChConfig {
         url: url.into(),
         database: database.into(),
@@ -298,7 +314,7 @@ async fn load(url: &str, database: &str, cluster: Option<&str>) -> Result<Vec<St
         db.topology,
         if validation { "on" } else { "off" }
     );
-    let data = compat::dataset();
+    let data = compat::dataset(now);
 
     // The migrations, as `rivulet-admin migrate` runs them; a second run applies nothing.
     let applied = migrations::migrate(&db)
