@@ -96,9 +96,16 @@ def normalize(result):
     """A JSONCompact answer as (columns, rows), values compared as the product reads them:
     64-bit integers (quoted or not, by engine) as numbers; DateTime as epoch seconds (18.16
     prints the zero DateTime as 0000-00-00 00:00:00, current servers as 1970-01-01
-    00:00:00)."""
+    00:00:00); a LowCardinality(T) column as T (the client reads both alike, and
+    RowBinary carries the same bytes)."""
     doc = json.loads(result)
-    meta = [(c["name"], c["type"]) for c in doc["meta"]]
+    meta = []
+    for c in doc["meta"]:
+        typ = c["type"]
+        if typ.startswith("LowCardinality(") and typ.endswith(")"):
+            TEXT_ONLY_DIFFERENCES["LowCardinality result column"] = TEXT_ONLY_DIFFERENCES.get("LowCardinality result column", 0) + 1
+            typ = typ[len("LowCardinality("):-1]
+        meta.append((c["name"], typ))
     rows = []
     for row in doc["data"]:
         out = []
@@ -158,34 +165,36 @@ def main():
     tz = sess.query("SELECT timezone()", "TSV").bytes().decode().strip()
     rep.check(tz in ("UTC", "Etc/UTC"), f"chDB's time zone is UTC ({tz})")
 
-    print(f"\n[2] DDL ({len(manifest['ddl']['single'])} statements single node, "
-          f"{len(manifest['ddl']['cluster'])} cluster) on ClickHouse {version}")
-    ddl_dbs = {"single": "compat_ddl_single", "cluster": "compat_ddl_cluster"}
-    for topo, db in ddl_dbs.items():
-        for n, stmt in enumerate(manifest["ddl"][topo]):
-            sql = stmt.replace("{db}", db)
-            if topo == "cluster":
-                sql = single_engine(sql)
-            for attempt in ("", " (again)"):
-                try:
-                    sess.query(sql)
-                    rep.ok(f"{topo} DDL #{n}{attempt}: {_first_line(stmt)}")
-                except Exception as e:
-                    rep.fail(f"{topo} DDL #{n}{attempt}: {_first_line(stmt)}", f"{e}\n       SQL: {sql}")
-    for table in manifest["insert_tables"]:
-        d = [_describe(sess, f"{db}.{table}") for db in ddl_dbs.values()]
-        rep.check(d[0] == d[1] and d[0], f"{table}: the same columns on a single node and a cluster", f"{d}")
-    ev = _describe(sess, f"{ddl_dbs['single']}.events")
-    want = [(c["name"], c["type"]) for c in manifest["events_columns"]]
-    rep.check(ev == want, "events has exactly schema::events::COLUMNS", f"{ev} != {want}")
+    print(f"\n[2] DDL, both variants, single node and cluster, on ClickHouse {version}")
+    for variant, topos in manifest["ddl"].items():
+        ddl_dbs = {topo: f"compat_ddl_{variant}_{topo}" for topo in topos}
+        for topo, db in ddl_dbs.items():
+            for n, stmt in enumerate(topos[topo]):
+                sql = stmt.replace("{db}", db)
+                if topo == "cluster":
+                    sql = single_engine(sql)
+                for attempt in ("", " (again)"):
+                    what = f"{variant} {topo} DDL #{n}{attempt}: {_first_line(stmt)}"
+                    try:
+                        sess.query(sql)
+                        rep.ok(what)
+                    except Exception as e:
+                        rep.fail(what, f"{e}\n       SQL: {sql}")
+        for table in manifest["insert_tables"]:
+            d = [_describe(sess, f"{db}.{table}") for db in ddl_dbs.values()]
+            rep.check(d[0] == d[1] and d[0], f"{variant} {table}: the same columns on a single node and a cluster", f"{d}")
+        ev = _describe(sess, f"{ddl_dbs['single']}.events")
+        want = [(c["name"], c["type"]) for c in manifest["events_columns"][variant]]
+        rep.check(ev == want, f"{variant} events has exactly schema::events::columns({variant})", f"{ev} != {want}")
 
     print("\n[3] the product's code writes the dataset and reads it back")
+    # An install whose tables were created with the portable types (by 18.16, or by a
+    # Rivulet from before the variants) and whose server is now current.
+    for stmt in manifest["ddl"]["portable"]["single"]:
+        sess.query(stmt.replace("{db}", "rivulet_compat_portable"))
     srv = ChdbServer(sess).start()
     try:
-        loads = [
-            (srv.url, "rivulet_compat", None),
-            (srv.url, "rivulet_compat_cluster", manifest["cluster_name"]),
-        ]
+        loads = [(srv.url, db, cluster) for db, (cluster, _) in CHDB_DBS(manifest).items()]
         ref.query("DROP DATABASE IF EXISTS rivulet_compat")
         loads.append((ref.url, "rivulet_compat", None))
         for url, db, cluster in loads:
@@ -194,6 +203,15 @@ def main():
             sys.stdout.write(p.stdout)
             what = f"load {db}{' as cluster ' + cluster if cluster else ''} into {url}"
             rep.check(p.returncode == 0, what, p.stderr.strip())
+        # `migrate` chose each new table's types from the server's version.
+        for db, (_, variant) in CHDB_DBS(manifest).items():
+            want = [(c["name"], c["type"]) for c in manifest["events_columns"][variant]]
+            got = _describe(sess, f"{db}.events")
+            rep.check(got == want, f"{db}.events on {version}: the {variant} types", f"{got}")
+        got = [tuple(line.split("\t")[:2]) for line in
+               ref.query("DESCRIBE TABLE rivulet_compat.events").decode().splitlines()]
+        want = [(c["name"], c["type"]) for c in manifest["events_columns"]["portable"]]
+        rep.check(got == want, f"rivulet_compat.events on {ref_version}: the portable types", f"{got}")
     except BaseException:
         srv.stop()
         raise
@@ -216,7 +234,7 @@ def main():
         rep.check(n > 0, f"through the adapter: {n} × {what}")
 
     print("\n[4] the rows in chDB, read by chDB, field by field")
-    for db in ("rivulet_compat", "rivulet_compat_cluster"):
+    for db in CHDB_DBS(manifest):
         for table in manifest["insert_tables"]:
             _compare_table(sess, rep, db, table, manifest["expected"].get(table))
 
@@ -229,7 +247,7 @@ def main():
             try:
                 answers["18.16"] = normalize(ref.query(run["sql"].replace("{db}", "rivulet_compat"),
                                                        "rivulet_compat", "JSONCompact"))
-                for db in ("rivulet_compat", "rivulet_compat_cluster"):
+                for db in CHDB_DBS(manifest):
                     sess.query(f"USE {db}")
                     answers[db] = normalize(sess.query(run["sql"].replace("{db}", db), "JSONCompact").bytes())
             except Exception as e:
@@ -256,6 +274,7 @@ def main():
         "18.16": (ref.url, "rivulet_compat", None),
         "chDB": (srv.url, "rivulet_compat", None),
         "chDB cluster": (srv.url, "rivulet_compat_cluster", manifest["cluster_name"]),
+        "chDB portable": (srv.url, "rivulet_compat_portable", None),
     }
     try:
         _admin(args, rep, targets, args.workdir)
@@ -270,8 +289,8 @@ def main():
     b = normalize(sess.query("SELECT 1 AS x, 'b' AS y", "JSONCompact").bytes())
     rep.check(bool(differences(a, b)), "the comparison tells different answers apart")
 
-    print("  (DateTime 0 printed as " + ", ".join(f"{k!r} {n} times" for k, n in sorted(TEXT_ONLY_DIFFERENCES.items()))
-          + " in text answers: the same value, compared as epoch seconds)")
+    print("  (read alike, shown differently: " + ", ".join(f"{k!r} {n} times" for k, n in sorted(TEXT_ONLY_DIFFERENCES.items()))
+          + "; zero DateTimes compared as epoch seconds, LowCardinality(String) as String)")
     sess.close()
     print(f"\ncompatibility test done in {time.monotonic() - t0:.1f} s: ClickHouse {ref_version} and {version}")
     print(f"compat: {rep.passed} passed, {len(rep.failed)} failed")
@@ -359,6 +378,15 @@ def _admin(args, rep, targets, workdir):
     filled = overview[0] == 200 and overview[1]["totals"]["pageviews"] > 0 and overview[1]["latest_events"]
     rep.check(bool(filled), "the Overview compared is not empty (site 1 has events in its window)",
               json.dumps(overview)[:300])
+
+
+def CHDB_DBS(manifest):
+    """The chDB databases the product loads: name → (cluster or None, variant of events)."""
+    return {
+        "rivulet_compat": (None, "low_cardinality"),
+        "rivulet_compat_cluster": (manifest["cluster_name"], "low_cardinality"),
+        "rivulet_compat_portable": (None, "portable"),
+    }
 
 
 def _first_line(sql):

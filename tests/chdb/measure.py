@@ -6,8 +6,8 @@ Loads the same realistic events (`chdb_compat events`: the enricher's encoder, t
 compatibility test's generator) into variants of `events` and reports, for each, the size
 on disk after a final merge and the time of the Overview's statements:
 
-  base          the DDL Rivulet creates (runs on 18.16 and on current servers)
-  lowcard       LowCardinality(String) for the low-cardinality columns
+  base          the portable DDL (what Rivulet creates on 18.16)
+  lowcard       the LowCardinality variant (what Rivulet creates on servers from 22.x)
   datetime64    DateTime64(3) for timestamp and received_at
   ttl           base with `TTL timestamp + INTERVAL 13 MONTH` (retention)
 
@@ -27,20 +27,15 @@ import time
 os.environ["TZ"] = "UTC"
 from chdb import session as chdb_session  # noqa: E402
 
-LOW_CARDINALITY = [
-    "type", "event_name", "hostname", "channel", "language", "country", "region", "city",
-    "browser", "browser_version", "operating_system", "operating_system_version", "device_type",
-]
+# The dataset's fixed "now" (compat::FIXED_NOW) and the Overview's window then.
+FIXED_NOW = 1_767_225_600
+WINDOW_START = FIXED_NOW // 3600 * 3600 - 23 * 3600
 
 
-def variants(base_ddl):
-    lc = base_ddl
-    for col in LOW_CARDINALITY:
-        lc = re.sub(rf"(\n\s+{col}) String([,\n])", r"\1 LowCardinality(String)\2", lc)
+def variants(base_ddl, lc):
     dt64 = re.sub(r"(\n\s+(timestamp|received_at)) DateTime([,\n])", r"\1 DateTime64(3)\3", base_ddl)
     ttl = base_ddl + "\nTTL timestamp + INTERVAL 13 MONTH"
     out = {"base": base_ddl, "lowcard": lc, "datetime64": dt64, "ttl": ttl}
-    assert lc.count("LowCardinality(String)") == len(LOW_CARDINALITY), lc
     assert dt64.count("DateTime64(3)") == 2, dt64
     return out
 
@@ -60,13 +55,20 @@ def main():
     print(subprocess.run([args.bin, "events", data, str(args.rows), str(args.days)],
                          check=True, capture_output=True, text=True).stdout.strip(),
           f"generated in {time.monotonic() - t:.1f} s ({os.path.getsize(data) / 1e6:.0f} MB RowBinary)")
-    manifest = json.loads(subprocess.run([args.bin, "manifest"], check=True, capture_output=True).stdout)
-    base = next(s for s in manifest["ddl"]["single"] if s.startswith("CREATE TABLE IF NOT EXISTS {db}.events "))
-    structure = ", ".join(f"{c['name']} {c['type']}" for c in manifest["events_columns"])
+    manifest = json.loads(subprocess.run([args.bin, "manifest", str(FIXED_NOW)], check=True,
+                                         capture_output=True).stdout)
+
+    def events_ddl(variant):
+        return next(s for s in manifest["ddl"][variant]["single"]
+                    if s.startswith("CREATE TABLE IF NOT EXISTS {db}.events "))
+    base = events_ddl("portable")
+    lc_columns = [c["name"] for c in manifest["events_columns"]["low_cardinality"]
+                  if c["type"].startswith("LowCardinality")]
+    structure = ", ".join(f"{c['name']} {c['type']}" for c in manifest["events_columns"]["portable"])
     sess = chdb_session.Session(os.path.join(args.workdir, "chdb"))
     version = sess.query("SELECT version()", "TSV").bytes().decode().strip()
     sess.query("CREATE DATABASE m")
-    ddls = variants(base.replace("{db}", "m"))
+    ddls = variants(base.replace("{db}", "m"), events_ddl("low_cardinality").replace("{db}", "m"))
     # The codec is set on every table: left to itself, chDB compresses a part that a merge
     # wrote with ZSTD(3) and one an insert wrote with LZ4, which would compare codecs, not
     # schemas. LZ4 is a stock server's default; ZSTD(3) is what chDB merges use.
@@ -94,7 +96,7 @@ def main():
 
     queries = [q for q in manifest["queries"] if q["name"].startswith("overview_")]
     # The dashboard's case (site 1, its 24-hour window) and the whole table for site 1.
-    windows = {"24 h": 1767142800, f"{args.days} d": 0}
+    windows = {"24 h": WINDOW_START, f"{args.days} d": 0}
     timed = [t for t, (_, tag) in tables.items() if tag == "lz4"]
     samples = {}
     for _ in range(args.repeat + 1):  # the first round warms the caches and is dropped
@@ -129,7 +131,7 @@ def main():
                         f"AND table = '{name}_lz4'").splitlines():
             c, b = line.split("\t")
             cols.setdefault(c, {})[name] = int(b)
-    for c in LOW_CARDINALITY:
+    for c in lc_columns:
         print(f"  {c:<26}{cols[c]['base'] / 1e6:>8.2f} → {cols[c]['lowcard'] / 1e6:>6.2f}")
     print("\ntimestamp + received_at with LZ4 (MB), base → datetime64:", end=" ")
     dt = {n: sum(int(x) for x in one(

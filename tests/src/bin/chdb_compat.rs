@@ -3,7 +3,8 @@
 //!
 //!   chdb_compat manifest NOW
 //!       Prints, as JSON, every statement Rivulet sends, taken from `schema` itself: the
-//!       DDL of a single node and of a cluster (`migrations::all_statements`), every
+//!       DDL of a single node and of a cluster, in both variants
+//!       (`migrations::all_statements_for`), every
 //!       statement of `queries::ALL` with each set of values it is run with, bound by the
 //!       `clickhouse` crate as the product binds them, the tables the product inserts
 //!       into, and the dataset's expected rows. NOW (epoch seconds): every event is
@@ -28,7 +29,7 @@ use clickhouse::Row;
 use rivulet_common::ch::{ChConfig, Db};
 use rivulet_common::registry::{KeyRecord, Registry, Site};
 use rivulet_common::schema::events::{self, EventRow};
-use rivulet_common::schema::{migrations, queries, Topology};
+use rivulet_common::schema::{migrations, queries, SchemaVariant, Topology};
 use rivulet_tests::compat::{self, BindValue, Dataset};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -128,8 +129,19 @@ fn manifest(now: u32) -> Result<Value, String> {
     }
     Ok(json!({
         "ddl": {
-            "single": migrations::all_statements(&Topology::SingleNode),
-            "cluster": migrations::all_statements(&cluster),
+            "portable": {
+                "single": migrations::all_statements_for(&Topology::SingleNode, SchemaVariant::Portable),
+                "cluster": migrations::all_statements_for(&cluster, SchemaVariant::Portable),
+            },
+            "low_cardinality": {
+                "single": migrations::all_statements_for(&Topology::SingleNode, SchemaVariant::LowCardinality),
+                "cluster": migrations::all_statements_for(&cluster, SchemaVariant::LowCardinality),
+            },
+        },
+        // The variant `migrate` picks for each server version the test runs.
+        "variant_for": {
+            "18.16.1": format!("{:?}", SchemaVariant::for_server("18.16.1")),
+            "26.9.2.1": format!("{:?}", SchemaVariant::for_server("26.9.2.1")),
         },
         "cluster_name": CLUSTER,
         "now": now,
@@ -138,10 +150,19 @@ fn manifest(now: u32) -> Result<Value, String> {
             .map(|m| json!({"version": m.version, "name": m.name})).collect::<Vec<_>>(),
         "queries": statements,
         "insert_tables": queries::INSERT_TABLES,
-        "events_columns": events::COLUMNS.iter()
-            .map(|c| json!({"name": c.name, "type": c.ch_type})).collect::<Vec<_>>(),
+        "events_columns": {
+            "portable": column_list(SchemaVariant::Portable),
+            "low_cardinality": column_list(SchemaVariant::LowCardinality),
+        },
         "expected": expected_rows(&data),
     }))
+}
+
+fn column_list(variant: SchemaVariant) -> Value {
+    events::columns(variant)
+        .iter()
+        .map(|c| json!({"name": c.name, "type": c.ch_type}))
+        .collect()
 }
 
 /// Every combination of one value from each list, in order.
