@@ -2,20 +2,21 @@
 compatibility test. tests/chdb/README.md says what it proves and what it does not;
 scripts/test-chdb installs chDB and runs it.
 
-    python compat.py --bin target/debug/chdb_compat --reference-url http://127.0.0.1:18123 \
-        --workdir .stack/chdb-compat
+    python compat.py --bin target/debug/chdb_compat --admin-bin target/debug/rivulet-admin \
+        --reference-url http://127.0.0.1:18123 --workdir .stack/chdb-compat
 
 Steps (each prints its checks; any failure fails the run):
  1. `chdb_compat manifest`: every statement, from the Rust schema module itself.
  2. Every DDL statement, single node and cluster (the cluster's rewritten by
-    rewrite.single_engine), on chDB, twice each (idempotent); both schemas end up with
-    the same columns.
+    rewrite.single_engine), portable and LowCardinality variant, on chDB, twice each
+    (idempotent); a single node and a cluster end up with the same columns.
  3. The product's own code loads the same dataset into chDB (through chdb_http, the
-    client's row validation on) as a single node and as a cluster, and into the 18.16
-    server (validation off, as there in production), reading it back field by field.
+    client's row validation on) as a single node, as a cluster and into tables with the
+    portable types, and into the 18.16 server (validation off, as there in production),
+    reading it back field by field; migrate chose each server's variant.
  4. The rows in chDB, read by chDB itself, against the dataset, field by field.
- 5. Every statement of queries::ALL, with every set of binds, on 18.16 and on both chDB
-    schemas: the same names and types of columns and the same rows, in the same order.
+ 5. Every statement of queries::ALL, with every set of binds, on 18.16 and on the three
+    chDB databases: the same names and types of columns and the same rows, in the same order.
  6. `rivulet-admin migrate` and `rivulet-admin serve` (its JSON API: sites, keys, each
     site's Overview) on chDB, through the adapter, and on 18.16: the same answers.
 """
