@@ -9,6 +9,7 @@
 //! `kafka`, and a client that retries as the SDK does is a `retry::RetryingClient`.
 
 pub mod client;
+pub mod compat;
 pub mod kafka;
 pub mod openapi;
 pub mod raw;

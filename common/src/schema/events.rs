@@ -2,7 +2,7 @@
 //! list of the enricher's insert, and the row it writes all follow [`COLUMNS`]; a test
 //! decodes an encoded row by the columns' types, so the two cannot drift apart.
 
-use super::{column_definitions, column_names, Column, Topology};
+use super::{column_definitions, column_names, Column, SchemaVariant, Topology};
 use clickhouse::Row;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -45,6 +45,41 @@ pub const COLUMNS: &[Column] = &[
     col("ip", "String"),
 ];
 
+/// The `String` columns whose values repeat (a few dozen to a few thousand distinct
+/// values): `LowCardinality(String)` in [`SchemaVariant::LowCardinality`]. Not `city`
+/// (a full geo database has well over 100,000), nor free text (paths, titles, referrers),
+/// ids or IPs. On the wire (RowBinary) a LowCardinality(String) is a String: the
+/// enricher's row and every reader are the same for both variants.
+pub const LOW_CARDINALITY: &[&str] = &[
+    "type",
+    "event_name",
+    "hostname",
+    "channel",
+    "language",
+    "country",
+    "region",
+    "browser",
+    "browser_version",
+    "operating_system",
+    "operating_system_version",
+    "device_type",
+];
+
+/// The columns of `events` as a variant creates them: [`COLUMNS`], with
+/// [`LOW_CARDINALITY`]'s types changed in [`SchemaVariant::LowCardinality`].
+pub fn columns(variant: SchemaVariant) -> Vec<Column> {
+    COLUMNS
+        .iter()
+        .map(|c| match variant {
+            SchemaVariant::LowCardinality if LOW_CARDINALITY.contains(&c.name) => Column {
+                name: c.name,
+                ch_type: "LowCardinality(String)",
+            },
+            _ => *c,
+        })
+        .collect()
+}
+
 /// The table the product reads and the enricher inserts into: on a cluster, the
 /// `Distributed` table over [`LOCAL_TABLE`].
 pub const TABLE: &str = "events";
@@ -67,9 +102,14 @@ pub fn insert_rowbinary() -> String {
     )
 }
 
-/// The DDL of `events`, `{db}` standing for the database.
+/// The DDL of `events` with the portable types, `{db}` standing for the database.
 pub fn create_statements(topology: &Topology) -> Vec<String> {
-    let columns = column_definitions(COLUMNS);
+    create_statements_for(topology, SchemaVariant::Portable)
+}
+
+/// The DDL of `events` for a variant, `{db}` standing for the database.
+pub fn create_statements_for(topology: &Topology, variant: SchemaVariant) -> Vec<String> {
+    let columns = column_definitions(&columns(variant));
     match topology {
         Topology::SingleNode => vec![format!(
             "CREATE TABLE IF NOT EXISTS {{db}}.{TABLE} {columns}\n\
@@ -310,17 +350,46 @@ mod tests {
 
     #[test]
     fn the_ddl_and_the_insert_name_every_column() {
-        for topology in [Topology::SingleNode, Topology::Cluster { name: "c".into() }] {
-            let ddl = create_statements(&topology).join("\n");
-            for c in COLUMNS {
-                assert!(
-                    ddl.contains(&format!("    {} {},", c.name, c.ch_type))
-                        || ddl.contains(&format!("    {} {}\n)", c.name, c.ch_type)),
-                    "{}",
-                    c.name
-                );
+        for variant in [SchemaVariant::Portable, SchemaVariant::LowCardinality] {
+            for topology in [Topology::SingleNode, Topology::Cluster { name: "c".into() }] {
+                let ddl = create_statements_for(&topology, variant).join("\n");
+                for c in columns(variant) {
+                    assert!(
+                        ddl.contains(&format!("    {} {},", c.name, c.ch_type))
+                            || ddl.contains(&format!("    {} {}\n)", c.name, c.ch_type)),
+                        "{}",
+                        c.name
+                    );
+                }
             }
         }
+        assert_eq!(
+            create_statements(&Topology::SingleNode),
+            create_statements_for(&Topology::SingleNode, SchemaVariant::Portable)
+        );
         assert!(insert_rowbinary().contains(&column_names(COLUMNS)));
+    }
+
+    #[test]
+    fn the_low_cardinality_variant_changes_only_its_string_columns() {
+        let lc = columns(SchemaVariant::LowCardinality);
+        assert_eq!(lc.len(), COLUMNS.len());
+        for (l, c) in lc.iter().zip(COLUMNS) {
+            assert_eq!(l.name, c.name);
+            if LOW_CARDINALITY.contains(&c.name) {
+                assert_eq!(c.ch_type, "String", "{}", c.name);
+                assert_eq!(l.ch_type, "LowCardinality(String)");
+            } else {
+                assert_eq!(l, c);
+            }
+        }
+        assert_eq!(
+            LOW_CARDINALITY.len(),
+            lc.iter()
+                .filter(|c| c.ch_type.starts_with("LowCardinality"))
+                .count(),
+            "every name in LOW_CARDINALITY is a column"
+        );
+        assert_eq!(columns(SchemaVariant::Portable), COLUMNS);
     }
 }

@@ -10,7 +10,7 @@
 //! (`sites`, `api_keys`) and `schema_migrations` are replicated to every server (one
 //! replication group spanning all shards), so each server answers registry reads alone.
 
-use super::{events, Topology};
+use super::{events, SchemaVariant, Topology};
 use crate::ch::{is_server_error, Db};
 use crate::CommonError;
 use clickhouse::Row;
@@ -80,10 +80,16 @@ fn registry_table(
     }
 }
 
-/// The statements of one migration, `{db}` standing for the database.
+/// The statements of one migration with the portable types, `{db}` standing for the
+/// database.
 pub fn statements(version: u32, topology: &Topology) -> Vec<String> {
+    statements_for(version, topology, SchemaVariant::Portable)
+}
+
+/// The statements of one migration for a variant, `{db}` standing for the database.
+pub fn statements_for(version: u32, topology: &Topology, variant: SchemaVariant) -> Vec<String> {
     match version {
-        1 => events::create_statements(topology),
+        1 => events::create_statements_for(topology, variant),
         2 => vec![
             registry_table(topology, "sites", SITES_COLUMNS, Some("version"), "site_id"),
             registry_table(
@@ -115,11 +121,17 @@ pub fn bootstrap_statements(topology: &Topology) -> Vec<String> {
     ]
 }
 
-/// Every DDL statement for a topology, in the order a fresh database runs them.
+/// Every DDL statement for a topology with the portable types, in the order a fresh
+/// database runs them.
 pub fn all_statements(topology: &Topology) -> Vec<String> {
+    all_statements_for(topology, SchemaVariant::Portable)
+}
+
+/// Every DDL statement for a topology and variant, in the order a fresh database runs them.
+pub fn all_statements_for(topology: &Topology, variant: SchemaVariant) -> Vec<String> {
     let mut all = bootstrap_statements(topology);
     for m in MIGRATIONS {
-        all.extend(statements(m.version, topology));
+        all.extend(statements_for(m.version, topology, variant));
     }
     all
 }
@@ -134,7 +146,8 @@ struct Applied {
     applied_at: u32,
 }
 
-/// Brings the schema up to date. Returns the versions this call applied.
+/// Brings the schema up to date. Returns the versions this call applied. New tables get
+/// the types of the server's [`SchemaVariant`]; tables that exist are left as they are.
 pub async fn migrate(db: &Db) -> Result<Vec<u32>, CommonError> {
     let name = &db.database;
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
@@ -145,10 +158,11 @@ pub async fn migrate(db: &Db) -> Result<Vec<u32>, CommonError> {
     for stmt in bootstrap_statements(&db.topology) {
         run(db, &stmt.replace("{db}", name)).await?;
     }
+    let variant = SchemaVariant::for_server(&db.server_version);
     let done = applied_versions(db).await?;
     let mut applied_now = Vec::new();
     for m in MIGRATIONS.iter().filter(|m| !done.contains(&m.version)) {
-        for stmt in statements(m.version, &db.topology) {
+        for stmt in statements_for(m.version, &db.topology, variant) {
             run(db, &stmt.replace("{db}", name)).await?;
         }
         // The crate quotes the table as one identifier, so insert through the client bound
@@ -162,7 +176,12 @@ pub async fn migrate(db: &Db) -> Result<Vec<u32>, CommonError> {
             })
             .await?;
         insert.end().await?;
-        tracing::info!(version = m.version, name = m.name, "migration applied");
+        tracing::info!(
+            version = m.version,
+            name = m.name,
+            ?variant,
+            "migration applied"
+        );
         applied_now.push(m.version);
     }
     Ok(applied_now)

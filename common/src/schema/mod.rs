@@ -6,13 +6,41 @@
 //!   listed by [`queries::all`] so that a test can run each one on every server version.
 //!
 //! The SQL runs on ClickHouse 18.16 and on current servers: no `DateTime64`, `Map`, `JSON`
-//! type or `LowCardinality`, no `JSONExtract*`, no `INSERT … SETTINGS`.
+//! type, no `JSONExtract*`, no `INSERT … SETTINGS`. One difference is chosen by the
+//! server's version ([`SchemaVariant`]): a new `events` table on a server from 22.x has
+//! `LowCardinality(String)` columns where values repeat (docs/clickhouse-versions.md has
+//! the measurement); the product reads and writes both variants the same way.
 
 pub mod events;
 pub mod migrations;
 pub mod queries;
 
 pub use crate::topology::Topology;
+
+/// The column types a new table gets, chosen from the server's `SELECT version()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchemaVariant {
+    /// Types every supported server knows (18.16 on).
+    Portable,
+    /// Servers from 22.x: `LowCardinality(String)` for [`events::LOW_CARDINALITY`].
+    /// LowCardinality is only experimental in 18.16.
+    LowCardinality,
+}
+
+impl SchemaVariant {
+    /// For a server version such as `26.9.2.1`; anything unreadable is [`Self::Portable`].
+    pub fn for_server(version: &str) -> Self {
+        let major = version
+            .split('.')
+            .next()
+            .and_then(|m| m.trim().parse::<u32>().ok());
+        if major.is_some_and(|m| m >= 22) {
+            SchemaVariant::LowCardinality
+        } else {
+            SchemaVariant::Portable
+        }
+    }
+}
 
 /// A column: its name and ClickHouse type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,4 +65,34 @@ pub fn column_names(columns: &[Column]) -> String {
         .map(|c| c.name)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SchemaVariant;
+
+    #[test]
+    fn the_variant_follows_the_server_version() {
+        assert_eq!(
+            SchemaVariant::for_server("18.16.1"),
+            SchemaVariant::Portable
+        );
+        assert_eq!(
+            SchemaVariant::for_server("21.8.15.7"),
+            SchemaVariant::Portable
+        );
+        assert_eq!(
+            SchemaVariant::for_server("22.3.1"),
+            SchemaVariant::LowCardinality
+        );
+        assert_eq!(
+            SchemaVariant::for_server("26.9.2.1"),
+            SchemaVariant::LowCardinality
+        );
+        assert_eq!(SchemaVariant::for_server(""), SchemaVariant::Portable);
+        assert_eq!(
+            SchemaVariant::for_server("garbage"),
+            SchemaVariant::Portable
+        );
+    }
 }
