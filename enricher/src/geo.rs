@@ -59,8 +59,23 @@ pub enum GeoError {
     },
 }
 
+/// One opened database file, as its metadata describes it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GeoFileInfo {
+    pub path: PathBuf,
+    /// The metadata's `database_type`, e.g. `GeoLite2-City`.
+    #[serde(rename = "type")]
+    pub database_type: String,
+    /// When the file was built, epoch seconds (the metadata's `build_epoch`).
+    pub build_epoch: u64,
+    /// 4 or 6 (an IPv6 file answers IPv4 too).
+    pub ip_version: u16,
+    pub layout: Layout,
+}
+
 /// Record layout of one database file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Layout {
     /// GeoIP2/GeoLite2 City or Country.
     MaxMind,
@@ -210,6 +225,35 @@ impl GeoDb {
             })
             .collect::<Vec<_>>()
             .join("; ")
+    }
+
+    /// What each file is, from its metadata: for metrics, readiness and `rivulet-admin`.
+    pub fn files(&self) -> Vec<GeoFileInfo> {
+        self.sources
+            .iter()
+            .map(|s| {
+                let m = s.reader.metadata();
+                GeoFileInfo {
+                    path: s.path.clone(),
+                    database_type: m.database_type.clone(),
+                    build_epoch: m.build_epoch,
+                    ip_version: m.ip_version,
+                    layout: s.layout,
+                }
+            })
+            .collect()
+    }
+
+    /// Whether IPv6 addresses are looked up (an IPv4-only file answers none).
+    pub fn answers_ipv6(&self) -> bool {
+        self.sources
+            .iter()
+            .any(|s| s.reader.metadata().ip_version == 6)
+    }
+
+    /// Whether no file is open ([`GeoDb::disabled`]).
+    pub fn is_disabled(&self) -> bool {
+        self.sources.is_empty()
     }
 
     /// The location of `ip`; [`Geo::default`] when unknown (private ranges, no data) or

@@ -3,7 +3,9 @@
 //! device, channel, visitor and session ids), each unit-tested on its own.
 
 pub mod channel;
+pub mod checks;
 pub mod config;
+pub mod data;
 pub mod device;
 pub mod enrich;
 pub mod error;
