@@ -91,6 +91,9 @@ pub async fn install(req: Request) -> Result<Value, AdminError> {
             target.display()
         ))
     };
+    if bytes == 0 {
+        return Err(refuse("it is empty".into()));
+    }
     let details = match req.kind {
         Kind::UaRules => {
             let text = std::fs::read(&temp.path).map_err(|e| temp_error(&temp.path, e))?;
@@ -226,11 +229,6 @@ async fn fetch(source: &str, temp: &Temp) -> Result<u64, AdminError> {
             .map_err(|e| AdminError::Usage(format!("cannot copy {source}: {e}")))?
     };
     file.sync_all().map_err(|e| temp_error(&temp.path, e))?;
-    if bytes == 0 {
-        return Err(AdminError::Refused(format!(
-            "refused {source}: it is empty"
-        )));
-    }
     Ok(bytes)
 }
 

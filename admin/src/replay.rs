@@ -173,7 +173,8 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
             pending.remove(&partition);
         }
         tally.messages_read += 1;
-        if low_watermarks.get(&partition) == Some(&offset) {
+        // The first message a partition still holds, when older ones were deleted.
+        if offset > 0 && low_watermarks.get(&partition) == Some(&offset) {
             if let Some(ts) = msg.timestamp().to_millis() {
                 tally.oldest_message_ms = Some(tally.oldest_message_ms.map_or(ts, |t| t.min(ts)));
             }

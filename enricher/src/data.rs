@@ -250,10 +250,21 @@ impl EnrichmentData {
     /// Sets the info gauges (`enricher_ua_rules_info`, `enricher_geo_db_info`) to what is
     /// in use, and those of what was replaced to 0.
     pub fn publish_metrics(&self) {
-        let (ua, geo) = {
+        let (ua, geo, failing) = {
             let st = self.status.lock().expect("status lock");
-            (st.ua.loaded.clone(), st.geo.loaded.clone())
+            let failing = [
+                (UA, st.ua.last_error.is_some()),
+                (GEO, st.geo.last_error.is_some()),
+            ];
+            (st.ua.loaded.clone(), st.geo.loaded.clone(), failing)
         };
+        for (kind, failing) in failing {
+            metrics::gauge!("enricher_data_reload_failing", "data" => kind).set(if failing {
+                1.0
+            } else {
+                0.0
+            });
+        }
         let mut published = self.published.lock().expect("published lock");
         if let Some(ua) = ua {
             if let Some(old) = published.ua.take().filter(|r| *r != ua.revision) {
@@ -469,11 +480,11 @@ impl EnrichmentData {
         metrics::counter!("enricher_data_reload_failures_total", "data" => kind).increment(1);
         metrics::gauge!("enricher_data_reload_failing", "data" => kind).set(1.0);
         let what = if kind == UA {
-            "user-agent rules"
+            "the user-agent rules failed; the loaded ones stay"
         } else {
-            "geo database"
+            "the geo database failed; the loaded one stays"
         };
-        tracing::error!(data = kind, error = %message, "reloading the {what} failed; the previous one stays in use");
+        tracing::error!(data = kind, error = %message, "reloading {what} in use");
     }
 
     /// Puts the enrichers `make` builds from the current ones in use; returns the old.

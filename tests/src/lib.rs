@@ -4,6 +4,7 @@
 //!
 //! Nothing here skips a test when a service is missing: it fails, saying what to start.
 
+pub mod data;
 pub mod openapi;
 pub mod raw;
 
