@@ -42,6 +42,22 @@ pub fn rules_without(pattern: &str) -> String {
     serde_yaml_ng::to_string(&doc).unwrap()
 }
 
+/// The shipped rules with each of their three lists repeated `times` times: they parse
+/// every user agent as the shipped ones do (the first match wins), and take `times` as
+/// long to compile.
+pub fn rules_repeated(times: usize) -> String {
+    let text = std::fs::read_to_string(shipped_rules()).unwrap();
+    let mut doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    for list in ["user_agent_parsers", "os_parsers", "device_parsers"] {
+        let rules = doc[list].as_sequence_mut().unwrap();
+        let once = rules.clone();
+        for _ in 1..times {
+            rules.extend(once.iter().cloned());
+        }
+    }
+    serde_yaml_ng::to_string(&doc).unwrap()
+}
+
 /// A folder of its own under the stack's folder, removed when dropped.
 pub struct TempDir(pub PathBuf);
 
