@@ -3,8 +3,8 @@
 //! A file can load and still be useless (an empty rule list, a database of another
 //! kind, a truncated download that happens to parse). Before `rivulet-admin install`
 //! puts a file in place, and before a running enricher swaps a reloaded file in, the file
-//! must answer these the way every uap-core release since 2024 and every city or country
-//! database does. A failure names each case that went wrong.
+//! must answer these as uap-core's rules (0.18.0 of 2024 and the current ones) and city or
+//! country databases do. A failure names each case that went wrong.
 
 use crate::device::DeviceParser;
 use crate::geo::GeoDb;
@@ -97,9 +97,9 @@ pub struct GeoCase {
     pub country: &'static str,
 }
 
-/// 81.2.69.142 is in MaxMind's test databases and in the real GeoLite2, GeoIP2 and DB-IP
-/// databases (London); 2001:218::/32 is NTT's (Japan). The IPv6 case is checked only when
-/// an IPv6 file is in the set.
+/// 81.2.69.142 is London in MaxMind's test databases and in DB-IP City Lite;
+/// 2001:218::/32 is NTT's, in Japan. The IPv6 case is checked only when an IPv6 file is
+/// in the set.
 pub const GEO_CASES: &[GeoCase] = &[
     GeoCase {
         ip: "81.2.69.142",

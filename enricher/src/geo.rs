@@ -115,9 +115,10 @@ impl AsRef<[u8]> for Buffer {
 /// file rewritten in place could change under a lookup, and one truncated makes a lookup
 /// fault (SIGBUS). Rivulet only reads the map, and its docs (docs/configuration.md,
 /// `GEOIP_DB`; docs/design.md, "Unsafe code") tell operators to replace a database by
-/// writing a new file and renaming it over the old one (as MaxMind's `geoipupdate` does):
-/// the running enricher keeps the old inode mapped, and reads the new file after a
-/// restart.
+/// writing a new file and renaming it over the old one (as `rivulet-admin install geo`
+/// and MaxMind's `geoipupdate` do): the running enricher keeps the old inode mapped until
+/// its reload has mapped the new file (`crate::data`) and the last event enriched with the
+/// old one is done.
 #[allow(unsafe_code)]
 fn map_file(path: &Path) -> std::io::Result<maxminddb::Mmap> {
     let file = std::fs::File::open(path)?;
