@@ -228,15 +228,7 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
     let mut optimized = Vec::new();
     if req.optimize && !req.dry_run && tally.rows_rewritten > 0 {
         for month in &tally.months {
-            let sql = format!(
-                "OPTIMIZE TABLE {} PARTITION {month} FINAL",
-                rivulet_common::schema::events::TABLE
-            );
-            db.client
-                .query(&sql)
-                .execute()
-                .await
-                .map_err(|e| AdminError::Unavailable(format!("ClickHouse ({sql}: {e})")))?;
+            optimize(&db, *month).await?;
             optimized.push(*month);
         }
     }
@@ -458,6 +450,32 @@ async fn process(
         insert(db, Bytes::from(encoded)).await?;
     }
     Ok(())
+}
+
+/// Merges one month of `events`. ClickHouse skips an OPTIMIZE it cannot run now (a merge
+/// of that partition is under way) and says nothing unless asked: it is asked to, and
+/// the OPTIMIZE is tried again for up to a minute.
+async fn optimize(db: &Db, month: u32) -> Result<(), AdminError> {
+    let sql = format!(
+        "OPTIMIZE TABLE {} PARTITION {month} FINAL",
+        rivulet_common::schema::events::TABLE
+    );
+    let client = db.client.clone().with_option("optimize_throw_if_noop", "1");
+    let give_up = Instant::now() + Duration::from_secs(60);
+    loop {
+        match client.query(&sql).execute().await {
+            Ok(()) => return Ok(()),
+            Err(e) if Instant::now() < give_up => {
+                tracing::debug!(error = %e, "OPTIMIZE not run yet; trying again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => {
+                return Err(AdminError::Unavailable(format!(
+                    "ClickHouse ({sql} did not run within a minute: {e}); the rows are rewritten, and ClickHouse merges the old ones away later by itself"
+                )))
+            }
+        }
+    }
 }
 
 /// `YYYYMM` of an epoch second (the partition of `events`).
