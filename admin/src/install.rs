@@ -154,7 +154,7 @@ pub async fn install(req: Request) -> Result<Value, AdminError> {
         ));
         return Ok(out);
     }
-    if previous_sha256.as_deref() == Some(sha256.as_str()) {
+    if previous_sha256.as_deref() == Some(sha256.as_str()) && req.revision.is_none() {
         out["message"] = json!(format!("{} already has this content", target.display()));
         return Ok(out);
     }
