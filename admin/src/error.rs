@@ -12,6 +12,9 @@ pub enum AdminError {
     Usage(String),
     #[error("{0}")]
     NotFound(String),
+    /// A file that `install` will not put in place (it fails to load or its checks).
+    #[error("{0}")]
+    Refused(String),
     #[error("{0} is unreachable; start it (scripts/stack up) or check the URL")]
     Unavailable(String),
     /// No credentials, or wrong ones (dashboard and admin API).
@@ -29,6 +32,7 @@ impl AdminError {
         match self {
             AdminError::Usage(_) => StatusCode::BAD_REQUEST,
             AdminError::NotFound(_) => StatusCode::NOT_FOUND,
+            AdminError::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
             AdminError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             AdminError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             AdminError::Forbidden(_) => StatusCode::FORBIDDEN,

@@ -1,13 +1,16 @@
-//! `rivulet-admin`: schema migrations, sites and API keys. JSON on stdout; errors as
-//! sentences on stderr with a non-zero exit code. `rivulet-admin serve` runs the web
+//! `rivulet-admin`: schema migrations, sites and API keys, the enrichment data (`install`)
+//! and re-enrichment (`replay`). JSON on stdout; progress and errors as sentences on
+//! stderr, with a non-zero exit code on failure. `rivulet-admin serve` runs the web
 //! dashboard and its JSON API (`dashboard`).
 
 mod cache;
 mod config;
 mod dashboard;
 mod error;
+mod install;
 mod ops;
 mod output;
+mod replay;
 
 use clap::{Parser, Subcommand};
 use config::AdminConfig;
@@ -20,7 +23,7 @@ use serde_json::Value;
 #[command(
     name = "rivulet-admin",
     version,
-    about = "Manage Rivulet: schema, sites and API keys"
+    about = "Manage Rivulet: schema, sites and API keys, enrichment data, re-enrichment"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -43,6 +46,63 @@ enum Command {
     },
     /// Run the web dashboard and admin API (ADMIN_ADDR, ADMIN_TOKEN; see docs/configuration.md).
     Serve,
+    /// Install newer user-agent rules or a geo database: checked first, then put in place
+    /// atomically; running enrichers reload it by themselves.
+    Install {
+        #[command(subcommand)]
+        what: InstallCommand,
+    },
+    /// Re-enrich stored events from events.raw (Kafka, within its retention) with the
+    /// current rules and geo database; rewritten rows replace the stored ones.
+    Replay {
+        /// Events received from then on: RFC 3339, a UTC date (2026-11-20), or a time
+        /// before now (90m, 36h, 7d).
+        #[arg(long)]
+        since: String,
+        /// Events received before then (default: now); same forms as --since.
+        #[arg(long)]
+        until: Option<String>,
+        /// Only this site's events.
+        #[arg(long = "site")]
+        site_id: Option<u32>,
+        /// Read and compare, write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Afterwards, merge the months touched (OPTIMIZE … FINAL), so that the replaced
+        /// rows are gone at once rather than at ClickHouse's next merge (single server).
+        #[arg(long)]
+        optimize: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum InstallCommand {
+    /// uap-core's regexes.yaml, into UA_REGEXES (or --to).
+    UaRules {
+        /// A file, or an http(s):// URL.
+        source: String,
+        /// The file to replace (default: UA_REGEXES).
+        #[arg(long)]
+        to: Option<std::path::PathBuf>,
+        /// The uap-core revision of the rules, written to REVISION beside them (default:
+        /// the REVISION file beside the source, if any).
+        #[arg(long)]
+        revision: Option<String>,
+        /// Check the file only; write nothing.
+        #[arg(long)]
+        check_only: bool,
+    },
+    /// An MMDB city or country database (GeoIP2/GeoLite2, DB-IP), into GEOIP_DB (or --to).
+    Geo {
+        /// A file, or an http(s):// URL.
+        source: String,
+        /// The file to replace (default: GEOIP_DB when it names one file).
+        #[arg(long)]
+        to: Option<std::path::PathBuf>,
+        /// Check the file only; write nothing.
+        #[arg(long)]
+        check_only: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -89,6 +149,34 @@ async fn main() {
     }
 }
 
+fn install_request(what: InstallCommand) -> install::Request {
+    match what {
+        InstallCommand::UaRules {
+            source,
+            to,
+            revision,
+            check_only,
+        } => install::Request {
+            kind: install::Kind::UaRules,
+            source,
+            to,
+            revision,
+            check_only,
+        },
+        InstallCommand::Geo {
+            source,
+            to,
+            check_only,
+        } => install::Request {
+            kind: install::Kind::Geo,
+            source,
+            to,
+            revision: None,
+            check_only,
+        },
+    }
+}
+
 /// The registry and its Redis, connected (ClickHouse is asked for its version).
 async fn ops() -> Result<Ops, AdminError> {
     let cfg = AdminConfig::from_env()?;
@@ -109,10 +197,40 @@ async fn run(command: Command) -> Result<Value, AdminError> {
         dashboard::serve(config, ops().await?).await?;
         return Ok(Value::Null);
     }
+    // These need neither Redis nor the registry.
+    let command = match command {
+        Command::Install { what } => return install::install(install_request(what)).await,
+        Command::Replay {
+            since,
+            until,
+            site_id,
+            dry_run,
+            optimize,
+        } => {
+            let now_ms =
+                (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
+            let since_ms = replay::parse_time(&since, now_ms)?;
+            let until_ms = match until {
+                Some(u) => replay::parse_time(&u, now_ms)?,
+                None => now_ms,
+            };
+            return replay::replay(replay::Request {
+                since_ms,
+                until_ms,
+                site: site_id,
+                dry_run,
+                optimize,
+            })
+            .await;
+        }
+        other => other,
+    };
     let ops = ops().await?;
     let reg = &ops.reg;
     match command {
-        Command::Serve => unreachable!("handled above"),
+        Command::Serve | Command::Install { .. } | Command::Replay { .. } => {
+            unreachable!("handled above")
+        }
         Command::Migrate => {
             let applied = rivulet_common::schema::migrations::migrate(reg.db()).await?;
             let all = rivulet_common::schema::migrations::applied_versions(reg.db()).await?;

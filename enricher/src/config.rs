@@ -24,6 +24,9 @@ pub struct EnricherConfig {
     pub ua_regexes: PathBuf,
     /// `UA_CACHE_SIZE`, default 20000 distinct user agents.
     pub ua_cache_size: usize,
+    /// `ENRICHER_RELOAD_CHECK_MS`, default 5000: how often the rules and geo files are
+    /// checked for a change (and reloaded). `None` (0): only on SIGHUP.
+    pub reload_check: Option<Duration>,
     /// `VISITOR_ID_SECRET`: keys the daily salt of visitor ids; all replicas must share it.
     pub visitor_secret: String,
     pub visitor_secret_is_default: bool,
@@ -44,6 +47,17 @@ pub struct EnricherConfig {
 pub const DEFAULT_VISITOR_SECRET: &str = "rivulet-dev-secret-change-me";
 
 impl EnricherConfig {
+    /// What [`crate::data::EnrichmentData`] loads, and the settings of the enrichment steps.
+    pub fn data(&self) -> crate::data::DataConfig {
+        crate::data::DataConfig {
+            ua_regexes: self.ua_regexes.clone(),
+            ua_cache_size: self.ua_cache_size,
+            geoip: self.geoip.clone(),
+            visitor_secret: self.visitor_secret.clone().into_bytes(),
+            store_ip: self.store_ip,
+        }
+    }
+
     pub fn from_env() -> Result<Self, CommonError> {
         let secret = config::optional("VISITOR_ID_SECRET");
         Ok(EnricherConfig {
@@ -64,6 +78,8 @@ impl EnricherConfig {
                 "/usr/share/rivulet/uap-core/regexes.yaml",
             )),
             ua_cache_size: config::parse("UA_CACHE_SIZE", 20_000)?,
+            reload_check: Some(config::millis("ENRICHER_RELOAD_CHECK_MS", 5000)?)
+                .filter(|d| !d.is_zero()),
             visitor_secret_is_default: secret.is_none(),
             visitor_secret: secret.unwrap_or_else(|| DEFAULT_VISITOR_SECRET.to_string()),
             store_ip: config::flag("STORE_IP", false)?,

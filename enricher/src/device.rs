@@ -109,6 +109,16 @@ impl DeviceParser {
         Self::build(yaml, cache_capacity, "<string>")
     }
 
+    /// Like [`DeviceParser::from_yaml_str`], for content read from `origin` (a path or a
+    /// URL), which errors name.
+    pub fn from_yaml_source(
+        yaml: &str,
+        cache_capacity: usize,
+        origin: &str,
+    ) -> Result<DeviceParser, DeviceError> {
+        Self::build(yaml, cache_capacity, origin)
+    }
+
     fn build(yaml: &str, cache_capacity: usize, origin: &str) -> Result<DeviceParser, DeviceError> {
         let invalid = |reason: String| DeviceError::Invalid {
             path: origin.to_string(),

@@ -7,11 +7,14 @@ use crate::identity;
 use crate::session::SessionTracker;
 use rivulet_common::event::RawEvent;
 use rivulet_common::schema::events::EventRow;
+use std::sync::Arc;
 
-/// What enrichment needs, built once at startup.
+/// What enrichment needs. The rules and the database are shared: a reload
+/// (`crate::data`) makes a new `Enrichers` with one of them replaced.
+#[derive(Clone)]
 pub struct Enrichers {
-    pub geo: GeoDb,
-    pub device: DeviceParser,
+    pub geo: Arc<GeoDb>,
+    pub device: Arc<DeviceParser>,
     pub visitor_secret: Vec<u8>,
     pub store_ip: bool,
 }

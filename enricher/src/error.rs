@@ -23,4 +23,8 @@ pub enum EnricherError {
     Kafka(#[from] rdkafka::error::KafkaError),
     #[error("the enrichment thread: {0}")]
     Thread(String),
+    #[error("cannot handle SIGHUP (the signal that reloads the rules and the geo database): {0}")]
+    Signal(std::io::Error),
+    #[error("cannot start the thread that reloads the rules and the geo database: {0}")]
+    ReloadThread(std::io::Error),
 }

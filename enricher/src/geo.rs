@@ -59,8 +59,23 @@ pub enum GeoError {
     },
 }
 
+/// One opened database file, as its metadata describes it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GeoFileInfo {
+    pub path: PathBuf,
+    /// The metadata's `database_type`, e.g. `GeoLite2-City`.
+    #[serde(rename = "type")]
+    pub database_type: String,
+    /// When the file was built, epoch seconds (the metadata's `build_epoch`).
+    pub build_epoch: u64,
+    /// 4 or 6 (an IPv6 file answers IPv4 too).
+    pub ip_version: u16,
+    pub layout: Layout,
+}
+
 /// Record layout of one database file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Layout {
     /// GeoIP2/GeoLite2 City or Country.
     MaxMind,
@@ -100,9 +115,10 @@ impl AsRef<[u8]> for Buffer {
 /// file rewritten in place could change under a lookup, and one truncated makes a lookup
 /// fault (SIGBUS). Rivulet only reads the map, and its docs (docs/configuration.md,
 /// `GEOIP_DB`; docs/design.md, "Unsafe code") tell operators to replace a database by
-/// writing a new file and renaming it over the old one (as MaxMind's `geoipupdate` does):
-/// the running enricher keeps the old inode mapped, and reads the new file after a
-/// restart.
+/// writing a new file and renaming it over the old one (as `rivulet-admin install geo`
+/// and MaxMind's `geoipupdate` do): the running enricher keeps the old inode mapped until
+/// its reload has mapped the new file (`crate::data`) and the last event enriched with the
+/// old one is done.
 #[allow(unsafe_code)]
 fn map_file(path: &Path) -> std::io::Result<maxminddb::Mmap> {
     let file = std::fs::File::open(path)?;
@@ -210,6 +226,35 @@ impl GeoDb {
             })
             .collect::<Vec<_>>()
             .join("; ")
+    }
+
+    /// What each file is, from its metadata: for metrics, readiness and `rivulet-admin`.
+    pub fn files(&self) -> Vec<GeoFileInfo> {
+        self.sources
+            .iter()
+            .map(|s| {
+                let m = s.reader.metadata();
+                GeoFileInfo {
+                    path: s.path.clone(),
+                    database_type: m.database_type.clone(),
+                    build_epoch: m.build_epoch,
+                    ip_version: m.ip_version,
+                    layout: s.layout,
+                }
+            })
+            .collect()
+    }
+
+    /// Whether IPv6 addresses are looked up (an IPv4-only file answers none).
+    pub fn answers_ipv6(&self) -> bool {
+        self.sources
+            .iter()
+            .any(|s| s.reader.metadata().ip_version == 6)
+    }
+
+    /// Whether no file is open ([`GeoDb::disabled`]).
+    pub fn is_disabled(&self) -> bool {
+        self.sources.is_empty()
     }
 
     /// The location of `ip`; [`Geo::default`] when unknown (private ranges, no data) or

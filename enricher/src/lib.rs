@@ -1,9 +1,14 @@
 //! Rivulet's enricher: a Kafka consumer group that turns raw events into `events` rows in
 //! ClickHouse (`pipeline`), and the steps that make a row of a raw event (`enrich`: geo,
-//! device, channel, visitor and session ids), each unit-tested on its own.
+//! device, channel, visitor and session ids), each unit-tested on its own. `data` loads
+//! the user-agent rules and the geo database and reloads them while the enricher runs;
+//! `checks` holds the known cases a file must get right to be used (`rivulet-admin
+//! install` and `replay` use these too).
 
 pub mod channel;
+pub mod checks;
 pub mod config;
+pub mod data;
 pub mod device;
 pub mod enrich;
 pub mod error;

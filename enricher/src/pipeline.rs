@@ -16,7 +16,7 @@
 //! splits an ongoing session in two at most.
 
 use crate::config::EnricherConfig;
-use crate::enrich::Enrichers;
+use crate::data::EnrichmentData;
 use crate::message::{decode, Poison};
 use crate::session::SessionTracker;
 use bytes::Bytes;
@@ -210,7 +210,8 @@ pub struct Pipeline {
     /// Where inserts run: the main runtime, while `run` has a thread of its own.
     pub io: tokio::runtime::Handle,
     pub cfg: EnricherConfig,
-    pub enrichers: Arc<Enrichers>,
+    /// The rules and databases; a reload swaps them between two events.
+    pub data: Arc<EnrichmentData>,
     pub db: Db,
     pub consumer: Arc<RawConsumer>,
     pub dlq: FutureProducer,
@@ -227,6 +228,8 @@ impl Pipeline {
         let mut in_flight: Option<InFlight> = None;
         let mut sessions: HashMap<i32, SessionTracker> = HashMap::new();
         let mut tick = tokio::time::interval(Duration::from_millis(50));
+        let mut generation = self.data.generation();
+        let mut enrichers = self.data.current();
         'consume: loop {
             if in_flight.as_ref().is_some_and(|f| f.handle.is_finished()) {
                 let mut f = in_flight.take().expect("in flight");
@@ -261,8 +264,12 @@ impl Pipeline {
                         let (partition, offset) = (m.partition(), m.offset());
                         match decode(m.payload()) {
                             Ok(raw) => {
+                                if self.data.generation() != generation {
+                                    generation = self.data.generation();
+                                    enrichers = self.data.current();
+                                }
                                 let tracker = sessions.entry(partition).or_insert_with(|| SessionTracker::new(self.cfg.session_timeout));
-                                batch.push(&self.enrichers.enrich(raw, tracker), partition, offset);
+                                batch.push(&enrichers.enrich(raw, tracker), partition, offset);
                             }
                             Err(poison) => {
                                 let owned = m.detach();

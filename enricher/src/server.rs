@@ -1,7 +1,7 @@
 //! `/_liveness`, `/_readiness`, `/metrics`, and the probe that keeps their figures fresh:
 //! ClickHouse and Kafka reachability, consumer lag per partition, UA cache hit ratio.
 
-use crate::enrich::Enrichers;
+use crate::data::EnrichmentData;
 use crate::pipeline::{Health, RawConsumer};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -21,6 +21,7 @@ use std::time::Duration;
 pub struct ServerState {
     pub health: Arc<Health>,
     pub prometheus: PrometheusHandle,
+    pub data: Arc<EnrichmentData>,
 }
 
 /// The process's Prometheus recorder, with buckets for insert durations (seconds) and
@@ -43,9 +44,11 @@ pub fn router(state: ServerState) -> Router {
         .with_state(state)
 }
 
-/// Ready when Kafka and ClickHouse answer and no shutdown is under way.
+/// Ready when Kafka and ClickHouse answer and no shutdown is under way. Also says which
+/// user-agent rules and geo database are in use, and how their reloads went.
 async fn readiness(State(st): State<ServerState>) -> Response {
     let h = &st.health;
+    let (ua_rules, geo_db) = st.data.readiness();
     Readiness::new()
         .check("kafka", h.kafka_ok.load(Ordering::Relaxed))
         .check("clickhouse", h.clickhouse_ok.load(Ordering::Relaxed))
@@ -54,6 +57,8 @@ async fn readiness(State(st): State<ServerState>) -> Response {
             "assigned_partitions",
             h.assigned_partitions.load(Ordering::Relaxed),
         )
+        .info("ua_rules", ua_rules)
+        .info("geo_db", geo_db)
         .into_response()
 }
 
@@ -64,7 +69,7 @@ pub async fn probe(
     consumer: Arc<RawConsumer>,
     topic: String,
     health: Arc<Health>,
-    enrichers: Arc<Enrichers>,
+    data: Arc<EnrichmentData>,
 ) {
     loop {
         let ch_ok = db
@@ -108,7 +113,7 @@ pub async fn probe(
         for (p, lag) in lags.unwrap_or_default() {
             metrics::gauge!("enricher_consumer_lag", "partition" => p.to_string()).set(lag as f64);
         }
-        let (hits, misses) = enrichers.device.cache_stats();
+        let (hits, misses) = data.cache_stats();
         metrics::gauge!("enricher_ua_cache_hits").set(hits as f64);
         metrics::gauge!("enricher_ua_cache_misses").set(misses as f64);
         if hits + misses > 0 {

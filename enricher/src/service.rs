@@ -2,10 +2,8 @@
 //! shutdown.
 
 use crate::config::EnricherConfig;
-use crate::device::DeviceParser;
-use crate::enrich::Enrichers;
+use crate::data::EnrichmentData;
 use crate::error::EnricherError;
-use crate::geo::GeoDb;
 use crate::pipeline::{self, Health, Pipeline};
 use crate::server;
 use std::sync::Arc;
@@ -14,23 +12,35 @@ use std::time::Duration;
 /// Loads the enrichment data, serves health and metrics, connects to ClickHouse (waiting
 /// for it) and Kafka, and runs the pipeline until SIGTERM or Ctrl-C.
 pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
-    let geo = if cfg.geoip.is_empty() {
+    // Before anything else: SIGHUP's default action ends the process.
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(EnricherError::Signal)?;
+    // The recorder first, so that the info gauges set at load are kept.
+    let prometheus = server::prometheus();
+    if cfg.geoip.is_empty() {
         tracing::warn!("GEOIP_DB is not set: country, region, city and coordinates stay empty");
-        GeoDb::disabled()
-    } else {
-        GeoDb::open(&cfg.geoip)?
-    };
-    tracing::info!(geo = %geo.describe(), "geolocation");
-    let device = DeviceParser::from_yaml_file(&cfg.ua_regexes, cfg.ua_cache_size)?;
+    }
+    let data = Arc::new(EnrichmentData::load(cfg.data())?);
+    tracing::info!(geo = %data.current().geo.describe(), "geolocation");
+    if let Some(rules) = data.ua_rules() {
+        tracing::info!(path = %rules.path.display(), revision = %rules.revision, "user-agent rules");
+    }
+    data.publish_metrics();
+    let reload = data
+        .clone()
+        .watch(cfg.reload_check)
+        .map_err(EnricherError::ReloadThread)?;
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reloading the user-agent rules and the geo database");
+            if reload.send(()).is_err() {
+                return;
+            }
+        }
+    });
     if cfg.visitor_secret_is_default {
         tracing::warn!("VISITOR_ID_SECRET is not set: using a development default; set one shared secret for all replicas in production");
     }
-    let enrichers = Arc::new(Enrichers {
-        geo,
-        device,
-        visitor_secret: cfg.visitor_secret.clone().into_bytes(),
-        store_ip: cfg.store_ip,
-    });
 
     let health = Arc::new(Health::default());
     let listener = tokio::net::TcpListener::bind(&cfg.addr)
@@ -41,7 +51,8 @@ pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
         })?;
     let app = server::router(server::ServerState {
         health: health.clone(),
-        prometheus: server::prometheus(),
+        prometheus,
+        data: data.clone(),
     });
     tokio::spawn(async move { axum::serve(listener, app).await });
 
@@ -63,7 +74,7 @@ pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
         consumer.clone(),
         cfg.topic.clone(),
         health.clone(),
-        enrichers.clone(),
+        data.clone(),
     ));
 
     let (tx, rx) = tokio::sync::watch::channel(false);
@@ -76,7 +87,7 @@ pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
     let pipeline = Pipeline {
         io: tokio::runtime::Handle::current(),
         cfg,
-        enrichers,
+        data,
         db,
         consumer,
         dlq,

@@ -113,3 +113,17 @@ pub async fn wait_for(url: &str, path: &str, within: Duration) {
         })
         .await
 }
+
+/// POSTs these events as one batch to ingest (`url` is its base URL) and checks that it
+/// answered 200 with every event accepted.
+pub async fn post_accepted_batch(url: &str, site: u32, key: &str, events: &[serde_json::Value]) {
+    let r = crate::http()
+        .post(format!("{url}/api/track/batch"))
+        .json(&serde_json::json!({"api_key": key, "site_id": site, "events": events}))
+        .send()
+        .await
+        .expect("ingest answers");
+    assert_eq!(r.status(), 200);
+    let body: serde_json::Value = r.json().await.expect("a JSON body");
+    assert_eq!(body["accepted"], events.len(), "{body}");
+}

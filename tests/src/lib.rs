@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod compat;
+pub mod data;
 pub mod kafka;
 pub mod openapi;
 pub mod raw;

@@ -27,9 +27,25 @@ pub const KEY_BY_ID: &str =
     "SELECT key_hash, key_id, key_prefix, site_id, created_at, revoked_at, revoked, version \
      FROM api_keys FINAL WHERE key_id = ?";
 
-// A site's Overview: the window's events of one site, bots left out of the counts.
-// Rows are counted with uniqExact(event_id), not count(): until a background merge
-// removes it, a redelivered event is in `events` twice. Each takes (site_id, since).
+/// `rivulet-admin replay`: the stored rows (as `FINAL` shows them) of one site in a time
+/// range, to compare with what re-enrichment makes of them. Columns in `EventRow`'s order.
+pub const REPLAY_STORED_ROWS: &str =
+    "SELECT event_id, site_id, timestamp, received_at, type, event_name, properties, hostname, \
+     pathname, querystring, page_title, referrer, channel, user_id, session_id, language, \
+     screen_width, screen_height, country, region, city, lat, lon, browser, browser_version, \
+     operating_system, operating_system_version, device_type, is_bot, ip \
+     FROM events FINAL WHERE site_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?)";
+
+/// `rivulet-admin replay --optimize`, on a single server: merge one month (`{partition}`,
+/// `YYYYMM`) of `events`, so that the rows a replay replaced are gone. Not in [`ALL`]: it
+/// answers no rows and takes a partition, not a bound value.
+pub const OPTIMIZE_EVENTS_PARTITION: &str = "OPTIMIZE TABLE events PARTITION {partition} FINAL";
+
+// A site's Overview: the window's events of one site, bots left out of the counts. They
+// read with FINAL: an event re-enriched by `rivulet-admin replay` has a newer row with
+// the same key, and until a background merge removes the older one, only FINAL shows the
+// event once, with its new fields, in a breakdown by such a field. Rows are counted with
+// uniqExact(event_id) all the same. Each takes (site_id, since).
 macro_rules! counted {
     () => {
         "site_id = ? AND timestamp >= toDateTime(?) AND is_bot = 0"
@@ -41,7 +57,7 @@ macro_rules! breakdown {
             "SELECT ",
             $column,
             " AS label, uniqExact(event_id) AS events, uniqExact(user_id) AS visitors \
-             FROM events WHERE ",
+             FROM events FINAL WHERE ",
             counted!(),
             $only,
             " GROUP BY label ORDER BY ",
@@ -52,14 +68,14 @@ macro_rules! breakdown {
 }
 pub const OVERVIEW_TOTALS: &str = concat!(
     "SELECT uniqExactIf(event_id, type = 'pageview') AS pageviews, uniqExact(user_id) AS visitors, \
-     uniqExactIf(event_id, type = 'custom_event') AS custom_events FROM events WHERE ",
+     uniqExactIf(event_id, type = 'custom_event') AS custom_events FROM events FINAL WHERE ",
     counted!()
 );
 /// Pageviews and visitors per UTC hour, for the hours that have events.
 pub const OVERVIEW_HOURLY: &str = concat!(
     "SELECT toUInt32(intDiv(toUInt32(timestamp), 3600) * 3600) AS hour, \
      uniqExactIf(event_id, type = 'pageview') AS pageviews, uniqExact(user_id) AS visitors \
-     FROM events WHERE ",
+     FROM events FINAL WHERE ",
     counted!(),
     " GROUP BY hour ORDER BY hour"
 );
@@ -75,7 +91,7 @@ pub const OVERVIEW_CUSTOM_EVENTS: &str =
 /// the rows are matched to the struct by column name.
 pub const OVERVIEW_LATEST: &str =
     "SELECT timestamp, type, event_name, hostname, pathname, country, city, \
-     browser, operating_system, device_type, is_bot FROM events \
+     browser, operating_system, device_type, is_bot FROM events FINAL \
      WHERE site_id = ? AND timestamp >= toDateTime(?) \
      ORDER BY timestamp DESC, event_id LIMIT 1 BY event_id LIMIT 20";
 
@@ -122,6 +138,7 @@ pub const ALL: &[Statement] = &[
     st("overview_devices", OVERVIEW_DEVICES),
     st("overview_custom_events", OVERVIEW_CUSTOM_EVENTS),
     st("overview_latest", OVERVIEW_LATEST),
+    st("replay_stored_rows", REPLAY_STORED_ROWS),
 ];
 
 #[cfg(test)]
@@ -140,7 +157,7 @@ mod tests {
         assert_eq!(
             OVERVIEW_TOP_PAGES,
             "SELECT pathname AS label, uniqExact(event_id) AS events, uniqExact(user_id) AS visitors \
-             FROM events WHERE site_id = ? AND timestamp >= toDateTime(?) AND is_bot = 0 AND type = 'pageview' \
+             FROM events FINAL WHERE site_id = ? AND timestamp >= toDateTime(?) AND is_bot = 0 AND type = 'pageview' \
              GROUP BY label ORDER BY events DESC, label LIMIT 10"
         );
     }
