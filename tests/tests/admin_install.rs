@@ -11,6 +11,13 @@ fn geo(name: &str) -> PathBuf {
     repo_root().join("testdata/geo").join(name)
 }
 
+/// `rivulet-admin install KIND FROM --to TO [FLAGS...]`, with no extra environment.
+fn install(kind: &str, from: &str, to: &str, flags: &[&str]) -> AdminRun {
+    let mut args = vec!["install", kind, from, "--to", to];
+    args.extend_from_slice(flags);
+    run_admin(&args, &[])
+}
+
 /// Rules cut in the middle of a regex, as an interrupted download leaves them.
 fn truncated(rules: &[u8]) -> Vec<u8> {
     let text = std::str::from_utf8(rules).unwrap();
@@ -32,17 +39,7 @@ fn rules_are_checked_then_installed_with_their_revision() {
     let target = dir.str("regexes.yaml");
     let shipped = shipped_rules();
 
-    let out = run_admin(
-        &[
-            "install",
-            "ua-rules",
-            shipped.to_str().unwrap(),
-            "--to",
-            &target,
-        ],
-        &[],
-    )
-    .json();
+    let out = install("ua-rules", shipped.to_str().unwrap(), &target, &[]).json();
     assert_eq!(out["installed"], true, "{out}");
     assert_eq!(out["checked"], "8 known user agents parsed as expected");
     assert_eq!(out["revision"], shipped_revision().as_str(), "{out}");
@@ -61,17 +58,7 @@ fn rules_are_checked_then_installed_with_their_revision() {
     );
 
     // The same content again: nothing to do.
-    let again = run_admin(
-        &[
-            "install",
-            "ua-rules",
-            shipped.to_str().unwrap(),
-            "--to",
-            &target,
-        ],
-        &[],
-    )
-    .json();
+    let again = install("ua-rules", shipped.to_str().unwrap(), &target, &[]).json();
     assert_eq!(again["installed"], false);
     assert!(again["message"]
         .as_str()
@@ -82,33 +69,17 @@ fn rules_are_checked_then_installed_with_their_revision() {
     // rules), unless one is given.
     let source = TempDir::new("source");
     source.replace("rules.yaml", rules_without("Vivaldi"));
-    let out = run_admin(
-        &[
-            "install",
-            "ua-rules",
-            &source.str("rules.yaml"),
-            "--to",
-            &target,
-        ],
-        &[],
-    )
-    .json();
+    let out = install("ua-rules", &source.str("rules.yaml"), &target, &[]).json();
     assert!(
         out["revision"].as_str().unwrap().starts_with("unknown"),
         "{out}"
     );
     assert_eq!(dir.list(), ["regexes.yaml"]);
-    run_admin(
-        &[
-            "install",
-            "ua-rules",
-            shipped.to_str().unwrap(),
-            "--to",
-            &target,
-            "--revision",
-            "v1.2.3",
-        ],
-        &[],
+    install(
+        "ua-rules",
+        shipped.to_str().unwrap(),
+        &target,
+        &["--revision", "v1.2.3"],
     )
     .json();
     assert_eq!(
@@ -165,11 +136,7 @@ fn bad_rules_are_refused_and_the_installed_ones_stay() {
     ];
     for (name, bytes, reason) in cases {
         bad.replace(name, &bytes);
-        let err = run_admin(
-            &["install", "ua-rules", &bad.str(name), "--to", &target],
-            &[],
-        )
-        .error();
+        let err = install("ua-rules", &bad.str(name), &target, &[]).error();
         assert!(
             err.starts_with(&format!(
                 "error: refused {} (user-agent rules): ",
@@ -194,47 +161,28 @@ fn bad_rules_are_refused_and_the_installed_ones_stay() {
         );
     }
 
-    let err = run_admin(
-        &[
-            "install",
-            "ua-rules",
-            "/nonexistent/regexes.yaml",
-            "--to",
-            &target,
-        ],
-        &[],
-    )
-    .error();
+    let err = install("ua-rules", "/nonexistent/regexes.yaml", &target, &[]).error();
     assert!(
         err.contains("cannot read /nonexistent/regexes.yaml"),
         "{err}"
     );
-    let err = run_admin(&["install", "ua-rules", &bad.str(""), "--to", &target], &[]).error();
+    let err = install("ua-rules", &bad.str(""), &target, &[]).error();
     assert!(err.contains("is a folder"), "{err}");
-    let err = run_admin(
-        &[
-            "install",
-            "ua-rules",
-            shipped_rules().to_str().unwrap(),
-            "--to",
-            "/nonexistent/dir/regexes.yaml",
-        ],
+    let err = install(
+        "ua-rules",
+        shipped_rules().to_str().unwrap(),
+        "/nonexistent/dir/regexes.yaml",
         &[],
     )
     .error();
     assert!(err.contains("/nonexistent/dir does not exist"), "{err}");
 
     // --check-only on a good file writes nothing.
-    let out = run_admin(
-        &[
-            "install",
-            "ua-rules",
-            shipped_rules().to_str().unwrap(),
-            "--to",
-            &target,
-            "--check-only",
-        ],
-        &[],
+    let out = install(
+        "ua-rules",
+        shipped_rules().to_str().unwrap(),
+        &target,
+        &["--check-only"],
     )
     .json();
     assert_eq!(out["installed"], false);
@@ -259,17 +207,7 @@ fn geo_databases_are_checked_then_installed() {
         ),
         ("LICENSE-MIT", "cannot read the geo database"),
     ] {
-        let err = run_admin(
-            &[
-                "install",
-                "geo",
-                geo(name).to_str().unwrap(),
-                "--to",
-                &target,
-            ],
-            &[],
-        )
-        .error();
+        let err = install("geo", geo(name).to_str().unwrap(), &target, &[]).error();
         assert!(err.starts_with("error: refused "), "{name}: {err}");
         assert!(err.contains(reason), "{name}: {err}");
         assert!(
@@ -304,14 +242,10 @@ fn geo_databases_are_checked_then_installed() {
         sha256(&dir.path("city.mmdb")),
         sha256(&geo("GeoIP2-City-Test.mmdb"))
     );
-    let out = run_admin(
-        &[
-            "install",
-            "geo",
-            geo("GeoLite2-Country-Test.mmdb").to_str().unwrap(),
-            "--to",
-            &target,
-        ],
+    let out = install(
+        "geo",
+        geo("GeoLite2-Country-Test.mmdb").to_str().unwrap(),
+        &target,
         &[],
     )
     .json();
