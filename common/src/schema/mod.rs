@@ -73,26 +73,16 @@ mod tests {
 
     #[test]
     fn the_variant_follows_the_server_version() {
-        assert_eq!(
-            SchemaVariant::for_server("18.16.1"),
-            SchemaVariant::Portable
-        );
-        assert_eq!(
-            SchemaVariant::for_server("21.8.15.7"),
-            SchemaVariant::Portable
-        );
-        assert_eq!(
-            SchemaVariant::for_server("22.3.1"),
-            SchemaVariant::LowCardinality
-        );
-        assert_eq!(
-            SchemaVariant::for_server("26.9.2.1"),
-            SchemaVariant::LowCardinality
-        );
-        assert_eq!(SchemaVariant::for_server(""), SchemaVariant::Portable);
-        assert_eq!(
-            SchemaVariant::for_server("garbage"),
-            SchemaVariant::Portable
-        );
+        use SchemaVariant::{LowCardinality, Portable};
+        for (version, want) in [
+            ("18.16.1", Portable),
+            ("21.8.15.7", Portable),
+            ("22.3.1", LowCardinality),
+            ("26.9.2.1", LowCardinality),
+            ("", Portable),
+            ("garbage", Portable),
+        ] {
+            assert_eq!(SchemaVariant::for_server(version), want, "{version:?}");
+        }
     }
 }
