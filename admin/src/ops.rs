@@ -5,7 +5,7 @@
 use crate::cache;
 use crate::error::AdminError;
 use rivulet_common::keys::{is_key_id, ApiKey, KeyHash};
-use rivulet_common::registry::{KeyRecord, Registry, Site};
+use rivulet_common::registry::{KeyRecord, Registry, Site, SiteChanges};
 
 /// The registry and the Redis its changes are announced on.
 pub struct Ops {
@@ -15,9 +15,12 @@ pub struct Ops {
 }
 
 impl Ops {
+    /// Registers a site, and tells every ingest at once (its site directory rereads).
     pub async fn create_site(&self, domain: &str, name: Option<&str>) -> Result<Site, AdminError> {
         let mut redis = cache::connect(&self.redis_url).await?;
-        Ok(self.reg.create_site(&mut redis, domain, name).await?)
+        let site = self.reg.create_site(&mut redis, domain, name).await?;
+        cache::invalidate_site(&mut redis, site.site_id).await?;
+        Ok(site)
     }
 
     /// The site, or a NotFound that says so.
@@ -28,47 +31,18 @@ impl Ops {
             .ok_or_else(|| AdminError::NotFound(format!("site {site_id} does not exist")))
     }
 
-    /// Changes a site's domain and name by writing a newer version of its row. Ingest
-    /// caches only whether a site exists, so nothing needs invalidating.
+    /// Changes a site's settings (a newer version of its row), and tells every ingest:
+    /// a changed list of domains takes effect on the browser path within a second.
     pub async fn update_site(
         &self,
         site_id: u32,
-        domain: &str,
-        name: Option<&str>,
+        changes: &SiteChanges,
     ) -> Result<Site, AdminError> {
-        let mut site = self.site(site_id).await?;
-        site.domain = rivulet_common::registry::validate_domain(domain)?;
-        site.name = name
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .unwrap_or(&site.domain)
-            .to_string();
-        if site.name.chars().count() > 200 {
-            return Err(AdminError::Usage(
-                "site name must be at most 200 characters".into(),
-            ));
-        }
-        // Microseconds, like the registry's own versions, and always above the row replaced.
-        let now_micros = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_micros() as u64)
-            .unwrap_or(0);
-        site.version = now_micros.max(site.version + 1);
-        let mut insert = self
-            .reg
-            .db()
-            .client
-            .insert::<Site>("sites")
-            .await
-            .map_err(rivulet_common::CommonError::from)?;
-        insert
-            .write(&site)
-            .await
-            .map_err(rivulet_common::CommonError::from)?;
-        insert
-            .end()
-            .await
-            .map_err(rivulet_common::CommonError::from)?;
+        // Reach Redis first so that a change is never recorded without the running
+        // ingests being told.
+        let mut redis = cache::connect(&self.redis_url).await?;
+        let site = self.reg.update_site(site_id, changes).await?;
+        cache::invalidate_site(&mut redis, site_id).await?;
         Ok(site)
     }
 

@@ -181,7 +181,9 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
             }
         }
         let raw = match rivulet_enricher::message::decode(msg.payload()) {
-            Ok(raw) => raw,
+            Ok(rivulet_enricher::message::Message::Event(raw)) => raw,
+            // Identify calls change no event: the people they wrote stand.
+            Ok(rivulet_enricher::message::Message::Identify(_)) => continue,
             Err(_) => {
                 tally.undecodable += 1;
                 continue;

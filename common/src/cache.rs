@@ -2,6 +2,8 @@
 //! Keys are cached under their SHA-256 only.
 
 use crate::keys::KeyHash;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 
 /// Channel on which admin announces revocations and deletions; every ingest subscribes.
 /// Payload: `key:<sha256 hex>` or `site:<site id>`.
@@ -9,6 +11,38 @@ pub const INVALIDATION_CHANNEL: &str = "rivulet:invalidate";
 
 pub fn key_entry(hash: &KeyHash) -> String {
     format!("rivulet:key:{}", hash.0)
+}
+
+/// Hex digits of the MAC a cached key entry carries (128 bits).
+const ENTRY_MAC_HEX: usize = 32;
+
+fn entry_mac(secret: &[u8], hash: &KeyHash, value: &str) -> Hmac<Sha256> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length");
+    mac.update(b"rivulet key cache entry\0");
+    mac.update(hash.0.as_bytes());
+    mac.update(b"\0");
+    mac.update(value.as_bytes());
+    mac
+}
+
+/// A key entry's value as stored in Redis: the value, `:`, and a MAC of the value and the
+/// key's hash under a server secret. Whoever can write to Redis but does not know the
+/// secret cannot make an entry that ingest believes (docs/security.md).
+pub fn signed_entry(secret: &[u8], hash: &KeyHash, value: &str) -> String {
+    let tag = entry_mac(secret, hash, value).finalize().into_bytes();
+    format!("{value}:{}", &hex::encode(tag)[..ENTRY_MAC_HEX])
+}
+
+/// The value of an entry read from Redis if its MAC is right for this key's hash, else
+/// `None` (a forged, altered, moved or old-format entry).
+pub fn verified_entry<'a>(secret: &[u8], hash: &KeyHash, entry: &'a str) -> Option<&'a str> {
+    let (value, tag) = entry.rsplit_once(':')?;
+    let mut bytes = [0u8; ENTRY_MAC_HEX / 2];
+    hex::decode_to_slice(tag, &mut bytes).ok()?;
+    entry_mac(secret, hash, value)
+        .verify_truncated_left(&bytes)
+        .ok()
+        .map(|()| value)
 }
 
 pub fn site_entry(site_id: u32) -> String {
@@ -23,9 +57,9 @@ pub fn site_invalidation(site_id: u32) -> String {
     format!("site:{site_id}")
 }
 
-/// Per-key counter of one fixed one-second window.
-pub fn rate_limit_counter(key_id: &str, epoch_second: u64) -> String {
-    format!("rivulet:rl:{key_id}:{epoch_second}")
+/// A key's rate-limit buckets (a hash: request tokens, event tokens, last update).
+pub fn rate_limit_buckets(key_id: &str) -> String {
+    format!("rivulet:rl:{key_id}")
 }
 
 /// When a key was last accepted (epoch seconds). Each ingest refreshes it at most once per
@@ -58,4 +92,34 @@ pub async fn next_site_id<C: redis::aio::ConnectionLike>(
         .arg(floor)
         .invoke_async(conn)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_verify_only_under_their_secret_and_key() {
+        let (h1, h2) = (KeyHash("aa".repeat(32)), KeyHash("bb".repeat(32)));
+        let e = signed_entry(b"secret", &h1, "k:7:key_0011223344556677");
+        assert_eq!(
+            verified_entry(b"secret", &h1, &e),
+            Some("k:7:key_0011223344556677")
+        );
+        assert_eq!(verified_entry(b"other", &h1, &e), None);
+        assert_eq!(
+            verified_entry(b"secret", &h2, &e),
+            None,
+            "moved to another key"
+        );
+        let forged = e.replace("k:7:", "k:8:");
+        assert_eq!(verified_entry(b"secret", &h1, &forged), None);
+        assert_eq!(
+            verified_entry(b"secret", &h1, "k:7:key_0011223344556677"),
+            None
+        );
+        assert_eq!(verified_entry(b"secret", &h1, "-"), None);
+        let neg = signed_entry(b"secret", &h1, "-");
+        assert_eq!(verified_entry(b"secret", &h1, &neg), Some("-"));
+    }
 }

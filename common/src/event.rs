@@ -10,19 +10,55 @@ use uuid::Uuid;
 /// Version of the `RawEvent` message format. The enricher sends any other to the DLQ.
 pub const RAW_EVENT_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The kinds of event: the tracking API's two, and the browser's (Rybbit's current types).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventType {
+    #[default]
     Pageview,
     CustomEvent,
+    /// Web vitals of one page (`lcp`, `cls`, `inp`, `fcp`, `ttfb`).
+    Performance,
+    /// A click on a link to another site.
+    Outbound,
+    /// An uncaught error; `event_name` is its type.
+    Error,
+    ButtonClick,
+    Copy,
+    FormSubmit,
+    InputChange,
 }
 
 impl EventType {
+    pub const ALL: [EventType; 9] = [
+        EventType::Pageview,
+        EventType::CustomEvent,
+        EventType::Performance,
+        EventType::Outbound,
+        EventType::Error,
+        EventType::ButtonClick,
+        EventType::Copy,
+        EventType::FormSubmit,
+        EventType::InputChange,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             EventType::Pageview => "pageview",
             EventType::CustomEvent => "custom_event",
+            EventType::Performance => "performance",
+            EventType::Outbound => "outbound",
+            EventType::Error => "error",
+            EventType::ButtonClick => "button_click",
+            EventType::Copy => "copy",
+            EventType::FormSubmit => "form_submit",
+            EventType::InputChange => "input_change",
         }
+    }
+
+    /// The type named `name` on the wire, if there is one.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == name)
     }
 }
 
@@ -30,7 +66,7 @@ impl EventType {
 ///
 /// `S` is the type of its strings: `String` to read a message (the default), and
 /// borrowed strings where ingest writes one from a request it still holds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RawEvent<S = String> {
     pub v: u32,
     pub event_id: Uuid,
@@ -68,6 +104,115 @@ pub struct RawEvent<S = String> {
     pub screen_width: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub screen_height: Option<u16>,
+    /// The caller's anonymous (device or cookie) id; an identify may make it a user's alias.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anonymous_id: Option<S>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<S>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_version: Option<S>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_model: Option<S>,
+    /// A JSON object of strings, as text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feature_flags: Option<S>,
+    /// Web vitals of a `performance` event, each ≥ 0.
+    #[serde(default, skip_serializing_if = "Vitals::is_empty")]
+    pub vitals: Vitals,
+    /// Set by `rivulet-admin import` only: what the source already knew of the event's
+    /// enrichment, used where the enricher cannot derive a value itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<Box<Preset>>,
+}
+
+/// The web vitals of a page: Largest Contentful Paint, Cumulative Layout Shift,
+/// Interaction to Next Paint, First Contentful Paint and Time To First Byte (ms, except
+/// CLS, a score). `None`: not measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Vitals {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lcp: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cls: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inp: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fcp: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb: Option<f64>,
+}
+
+impl Vitals {
+    pub const NAMES: [&'static str; 5] = ["lcp", "cls", "inp", "fcp", "ttfb"];
+
+    pub fn is_empty(&self) -> bool {
+        *self == Vitals::default()
+    }
+}
+
+/// Enrichment an imported event brings from its source (its own export, Umami's, PostHog's):
+/// each value is used as is where present, and derived as for a live event where absent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Preset {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visitor_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub country: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub city: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lat: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lon: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub browser: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub browser_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operating_system: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operating_system_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_bot: Option<u8>,
+}
+
+/// The Kafka message of `POST /api/identify` on `events.raw` (JSON, `"v":1`,
+/// `"kind":"identify"`): `anonymous_id` becomes an alias of `user_id`, and `traits` (a
+/// JSON object; a null value removes the trait) merge into the user's profile by
+/// `timestamp`, latest wins. It has no `type`, so it never reads as a [`RawEvent`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IdentifyMessage<S = String> {
+    pub v: u32,
+    pub kind: MessageKind,
+    pub event_id: Uuid,
+    pub site_id: u32,
+    pub key_id: S,
+    /// When identify was called (the client's `timestamp` inside the accepted window,
+    /// else `received_at`), epoch ms; a retry carries the same.
+    pub timestamp: i64,
+    pub received_at: i64,
+    pub user_id: S,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anonymous_id: Option<S>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traits: Option<S>,
+}
+
+/// What a message on `events.raw` other than an event is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageKind {
+    #[default]
+    Identify,
 }
 
 /// Only the version field, read first so that a future format is recognised as such.

@@ -21,6 +21,36 @@ pub struct Site {
     pub created_at: u32,
     pub deleted: u8,
     pub version: u64,
+    /// Every domain the browser path accepts for the site, the primary `domain` among
+    /// them. Rows written before the list existed have it empty: [`Site::domains`] reads
+    /// those as the primary domain alone.
+    #[serde(rename = "domains")]
+    pub domain_list: Vec<String>,
+    /// Whether each domain also covers its subdomains (`a.example.com` for `example.com`).
+    pub allow_subdomains: u8,
+    /// Days a site's events are kept; 0 keeps them for ever.
+    pub retention_days: u32,
+}
+
+impl Site {
+    /// The domains the site accepts browser events from.
+    pub fn domains(&self) -> Vec<String> {
+        if self.domain_list.is_empty() {
+            vec![self.domain.clone()]
+        } else {
+            self.domain_list.clone()
+        }
+    }
+}
+
+/// What `sites update` may change; `None` leaves a setting as it is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SiteChanges {
+    pub name: Option<String>,
+    /// The full list; the first becomes the primary domain.
+    pub domains: Option<Vec<String>>,
+    pub allow_subdomains: Option<bool>,
+    pub retention_days: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
@@ -44,6 +74,47 @@ fn next_version() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_micros() as u64)
         .unwrap_or(1)
+}
+
+/// The longest retention a site may set: 100 years.
+pub const MAX_RETENTION_DAYS: u32 = 36_500;
+/// The most domains one site may list.
+pub const MAX_DOMAINS: usize = 100;
+
+fn site_name(name: &str) -> Result<String, CommonError> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(CommonError::Invalid("a site's name cannot be empty".into()));
+    }
+    if name.chars().count() > 200 {
+        return Err(CommonError::Invalid(
+            "site name must be at most 200 characters".into(),
+        ));
+    }
+    Ok(name.to_string())
+}
+
+/// A site's list of domains: each a host name, none twice, at least one, at most
+/// [`MAX_DOMAINS`].
+pub fn validate_domains(domains: &[String]) -> Result<Vec<String>, CommonError> {
+    let mut list: Vec<String> = Vec::with_capacity(domains.len());
+    for d in domains {
+        let d = validate_domain(d)?;
+        if !list.contains(&d) {
+            list.push(d);
+        }
+    }
+    if list.is_empty() {
+        return Err(CommonError::Invalid(
+            "a site needs at least one domain".into(),
+        ));
+    }
+    if list.len() > MAX_DOMAINS {
+        return Err(CommonError::Invalid(format!(
+            "a site may list at most {MAX_DOMAINS} domains"
+        )));
+    }
+    Ok(list)
 }
 
 /// A host name such as `example.com`: what a site is registered under.
@@ -88,16 +159,7 @@ impl Registry {
         name: Option<&str>,
     ) -> Result<Site, CommonError> {
         let domain = validate_domain(domain)?;
-        let name = name
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .unwrap_or(&domain)
-            .to_string();
-        if name.chars().count() > 200 {
-            return Err(CommonError::Invalid(
-                "site name must be at most 200 characters".into(),
-            ));
-        }
+        let name = site_name(name.unwrap_or(&domain))?;
         let max: u32 = self
             .db
             .client
@@ -107,14 +169,63 @@ impl Registry {
         let site_id = crate::cache::next_site_id(redis, max).await?;
         let site = Site {
             site_id,
-            domain,
+            domain: domain.clone(),
             name,
             created_at: now_secs(),
             deleted: 0,
             version: next_version(),
+            domain_list: vec![domain],
+            allow_subdomains: 0,
+            retention_days: 0,
         };
         self.write_site(&site).await?;
         Ok(site)
+    }
+
+    /// Changes a site's settings: a new version of its row.
+    pub async fn update_site(
+        &self,
+        site_id: u32,
+        changes: &SiteChanges,
+    ) -> Result<Site, CommonError> {
+        let mut site = self
+            .get_site(site_id)
+            .await?
+            .ok_or_else(|| CommonError::NotFound(format!("site {site_id} does not exist")))?;
+        if let Some(name) = &changes.name {
+            site.name = site_name(name)?;
+        }
+        if let Some(domains) = &changes.domains {
+            let list = validate_domains(domains)?;
+            site.domain = list[0].clone();
+            site.domain_list = list;
+        }
+        if let Some(sub) = changes.allow_subdomains {
+            site.allow_subdomains = u8::from(sub);
+        }
+        if let Some(days) = changes.retention_days {
+            if days > MAX_RETENTION_DAYS {
+                return Err(CommonError::Invalid(format!(
+                    "retention must be at most {MAX_RETENTION_DAYS} days (0 keeps events for ever)"
+                )));
+            }
+            site.retention_days = days;
+        }
+        site.version = next_version();
+        self.write_site(&site).await?;
+        Ok(site)
+    }
+
+    /// A shared secret made by `migrate` (`schema::migrations::ensure_secret`), as hex.
+    pub async fn secret(&self, name: &str) -> Result<Option<String>, CommonError> {
+        let value: String = self
+            .db
+            .client
+            .query(queries::SECRET_VALUE)
+            .bind(name)
+            .fetch_one()
+            .await?;
+        Ok(Some(value).filter(|v| !v.is_empty()))
     }
 
     async fn write_site(&self, site: &Site) -> Result<(), CommonError> {
@@ -232,6 +343,19 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::validate_domain;
+
+    #[test]
+    fn domain_lists() {
+        let l = |v: &[&str]| {
+            super::validate_domains(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            l(&["A.example", "b.example", "a.example."]).unwrap(),
+            ["a.example", "b.example"]
+        );
+        assert!(l(&[]).is_err());
+        assert!(l(&["ok.example", "not a domain"]).is_err());
+    }
 
     #[test]
     fn domains() {

@@ -1,11 +1,13 @@
-//! Enrichment: the step that turns a raw event into an `events` row.
+//! Enrichment: the step that turns a raw event into an `events` row. An imported event
+//! may bring values its source already knew (`RawEvent::preset`): each is used as is,
+//! and whatever it lacks is derived as for a live event.
 
 use crate::channel;
 use crate::device::DeviceParser;
 use crate::geo::GeoDb;
 use crate::identity;
 use crate::session::SessionTracker;
-use rivulet_common::event::RawEvent;
+use rivulet_common::event::{Preset, RawEvent};
 use rivulet_common::schema::events::EventRow;
 use std::sync::Arc;
 
@@ -24,7 +26,8 @@ fn secs(ms: i64) -> u32 {
 }
 
 impl Enrichers {
-    pub fn enrich(&self, raw: RawEvent, sessions: &mut SessionTracker) -> EventRow {
+    pub fn enrich(&self, mut raw: RawEvent, sessions: &mut SessionTracker) -> EventRow {
+        let preset = raw.preset.take().map(|p| *p).unwrap_or_default();
         let geo = raw
             .ip
             .parse()
@@ -44,11 +47,30 @@ impl Enrichers {
             &raw.ip,
             &raw.user_agent,
         );
-        let user_id = match raw.user_id {
-            Some(u) if !u.is_empty() => u,
+        let user_id = match (raw.user_id, preset.visitor_id) {
+            (Some(u), _) if !u.is_empty() => u,
+            (_, Some(v)) if !v.is_empty() => v,
             _ => visitor,
         };
-        let session_id = sessions.observe(raw.site_id, &user_id, raw.timestamp);
+        let session_id = match preset.session_id {
+            Some(s) if !s.is_empty() => s,
+            _ => sessions.observe(raw.site_id, &user_id, raw.timestamp),
+        };
+        let Preset {
+            channel: preset_channel,
+            country,
+            region,
+            city,
+            lat,
+            lon,
+            browser,
+            browser_version,
+            operating_system,
+            operating_system_version,
+            device_type,
+            is_bot,
+            ..
+        } = preset;
         EventRow {
             event_id: raw.event_id,
             site_id: raw.site_id,
@@ -62,24 +84,35 @@ impl Enrichers {
             querystring: raw.querystring.unwrap_or_default(),
             page_title: raw.page_title.unwrap_or_default(),
             referrer: raw.referrer.unwrap_or_default(),
-            channel: channel.as_str().to_string(),
+            channel: preset_channel.unwrap_or_else(|| channel.as_str().to_string()),
             user_id,
             session_id,
             language: raw.language.unwrap_or_default(),
             screen_width: raw.screen_width.unwrap_or(0),
             screen_height: raw.screen_height.unwrap_or(0),
-            country: geo.country,
-            region: geo.region,
-            city: geo.city,
-            lat: geo.lat,
-            lon: geo.lon,
-            browser: device.browser,
-            browser_version: device.browser_version,
-            operating_system: device.operating_system,
-            operating_system_version: device.operating_system_version,
-            device_type: device.device_type,
-            is_bot: u8::from(device.is_bot),
+            country: country.unwrap_or(geo.country),
+            region: region.unwrap_or(geo.region),
+            city: city.unwrap_or(geo.city),
+            lat: lat.unwrap_or(geo.lat),
+            lon: lon.unwrap_or(geo.lon),
+            browser: browser.unwrap_or(device.browser),
+            browser_version: browser_version.unwrap_or(device.browser_version),
+            operating_system: operating_system.unwrap_or(device.operating_system),
+            operating_system_version: operating_system_version
+                .unwrap_or(device.operating_system_version),
+            device_type: device_type.unwrap_or(device.device_type),
+            is_bot: is_bot.unwrap_or(u8::from(device.is_bot)),
             ip: if self.store_ip { raw.ip } else { String::new() },
+            anonymous_id: raw.anonymous_id.unwrap_or_default(),
+            tag: raw.tag.unwrap_or_default(),
+            app_version: raw.app_version.unwrap_or_default(),
+            device_model: raw.device_model.unwrap_or_default(),
+            feature_flags: raw.feature_flags.unwrap_or_default(),
+            lcp: raw.vitals.lcp,
+            cls: raw.vitals.cls,
+            inp: raw.vitals.inp,
+            fcp: raw.vitals.fcp,
+            ttfb: raw.vitals.ttfb,
         }
     }
 }

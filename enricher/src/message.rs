@@ -1,6 +1,15 @@
 //! Decoding a message of `events.raw`; what cannot be decoded goes to the DLQ with a reason.
 
-use rivulet_common::event::{RawEvent, VersionProbe, RAW_EVENT_VERSION};
+use rivulet_common::event::{IdentifyMessage, RawEvent, VersionProbe, RAW_EVENT_VERSION};
+
+/// A message of `events.raw`: an event, or an identify call.
+// Nearly every message is an event: boxing it would add an allocation per event.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, PartialEq)]
+pub enum Message {
+    Event(RawEvent),
+    Identify(IdentifyMessage),
+}
 
 #[derive(Debug, PartialEq)]
 pub enum Poison {
@@ -24,14 +33,20 @@ impl Poison {
     }
 }
 
-pub fn decode(payload: Option<&[u8]>) -> Result<RawEvent, Poison> {
+pub fn decode(payload: Option<&[u8]>) -> Result<Message, Poison> {
     let bytes = payload.filter(|p| !p.is_empty()).ok_or(Poison::Empty)?;
-    // One parse for the usual message; only a failure is parsed again to say why.
+    // One parse for the usual message (an event); only a failure is parsed again, as an
+    // identify call (which has no `type`) and then to say why.
     match serde_json::from_slice::<RawEvent>(bytes) {
         Ok(ev) if ev.v != RAW_EVENT_VERSION => Err(Poison::UnknownVersion(Some(ev.v))),
         Ok(ev) if ev.site_id == 0 => Err(Poison::Invalid("site_id is 0".into())),
-        Ok(ev) => Ok(ev),
+        Ok(ev) => Ok(Message::Event(ev)),
         Err(invalid) => {
+            if let Ok(id) = serde_json::from_slice::<IdentifyMessage>(bytes) {
+                if id.v == RAW_EVENT_VERSION && id.site_id != 0 && !id.user_id.is_empty() {
+                    return Ok(Message::Identify(id));
+                }
+            }
             let probe: VersionProbe =
                 serde_json::from_slice(bytes).map_err(|e| Poison::NotJson(e.to_string()))?;
             if probe.v != Some(RAW_EVENT_VERSION) {
@@ -67,7 +82,23 @@ mod tests {
     #[test]
     fn valid_event() {
         let raw = br#"{"v":1,"event_id":"0190d6a0-0000-7000-8000-000000000001","site_id":3,"key_id":"key_1","type":"pageview","timestamp":1700000000000,"received_at":1700000000001,"ip":"1.2.3.4","user_agent":"x","future":true}"#;
-        let ev = decode(Some(raw)).unwrap();
+        let Message::Event(ev) = decode(Some(raw)).unwrap() else {
+            panic!("an event")
+        };
         assert_eq!(ev.site_id, 3);
+    }
+
+    #[test]
+    fn identify_calls_are_recognised_and_need_a_user() {
+        let raw = br#"{"v":1,"kind":"identify","event_id":"0190d6a0-0000-7000-8000-000000000001","site_id":3,"key_id":"key_1","timestamp":1700000000000,"received_at":1700000000001,"user_id":"u1","anonymous_id":"d1","traits":"{\"plan\":\"pro\"}"}"#;
+        let Message::Identify(id) = decode(Some(raw)).unwrap() else {
+            panic!("an identify call")
+        };
+        assert_eq!(
+            (id.user_id.as_str(), id.anonymous_id.as_deref()),
+            ("u1", Some("d1"))
+        );
+        let no_user = br#"{"v":1,"kind":"identify","event_id":"0190d6a0-0000-7000-8000-000000000001","site_id":3,"key_id":"k","timestamp":1,"received_at":1,"user_id":""}"#;
+        assert!(matches!(decode(Some(no_user)), Err(Poison::Invalid(_))));
     }
 }

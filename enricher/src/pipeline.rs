@@ -17,7 +17,7 @@
 
 use crate::config::EnricherConfig;
 use crate::data::EnrichmentData;
-use crate::message::{decode, Poison};
+use crate::message::{self, decode, Poison};
 use crate::session::SessionTracker;
 use bytes::Bytes;
 use rdkafka::consumer::{
@@ -28,7 +28,9 @@ use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use rivulet_common::ch::{is_server_error, Db};
+use rivulet_common::event::IdentifyMessage;
 use rivulet_common::schema::events::{self, EventRow};
+use rivulet_common::schema::people::{self, AliasRow, TraitRow};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -145,8 +147,23 @@ pub struct Batch {
     chunks: Vec<Bytes>,
     current: Vec<u8>,
     rows: usize,
+    /// What identify calls write: few, so kept as rows.
+    people: People,
     started: Option<Instant>,
     next_offsets: HashMap<i32, i64>,
+}
+
+/// The rows of `person_aliases` and `person_traits` a batch's identify calls make.
+#[derive(Default)]
+pub struct People {
+    pub aliases: Vec<AliasRow>,
+    pub traits: Vec<TraitRow>,
+}
+
+impl People {
+    fn is_empty(&self) -> bool {
+        self.aliases.is_empty() && self.traits.is_empty()
+    }
 }
 
 /// How long shutdown waits for each insert before leaving its events uncommitted.
@@ -176,16 +193,29 @@ impl Batch {
         }
         self.note(partition, offset);
     }
+    /// An identify call: its alias and trait rows.
+    pub fn push_identify(&mut self, id: &IdentifyMessage, partition: i32, offset: i64) {
+        let (alias, traits) = people::identify_rows(
+            id.site_id,
+            &id.user_id,
+            id.anonymous_id.as_deref(),
+            id.traits.as_deref(),
+            id.timestamp,
+        );
+        self.people.aliases.extend(alias);
+        self.people.traits.extend(traits);
+        self.note(partition, offset);
+    }
     /// Size of the encoded rows: at most ~9 chunks to add up for an 8 MiB batch.
     fn encoded_bytes(&self) -> usize {
         self.chunks.iter().map(Bytes::len).sum::<usize>() + self.current.len()
     }
-    /// The encoded rows, in order.
-    fn into_chunks(mut self) -> (Vec<Bytes>, HashMap<i32, i64>) {
+    /// The encoded rows, in order, the people rows, and the offsets to store.
+    fn into_parts(mut self) -> (Vec<Bytes>, People, HashMap<i32, i64>) {
         if !self.current.is_empty() {
             self.chunks.push(Bytes::from(self.current));
         }
-        (self.chunks, self.next_offsets)
+        (self.chunks, self.people, self.next_offsets)
     }
     fn due(&self, cfg: &EnricherConfig) -> bool {
         self.rows >= cfg.batch_max_rows
@@ -263,7 +293,7 @@ impl Pipeline {
                         metrics::counter!("enricher_consumed_total").increment(1);
                         let (partition, offset) = (m.partition(), m.offset());
                         match decode(m.payload()) {
-                            Ok(raw) => {
+                            Ok(message::Message::Event(raw)) => {
                                 if self.data.generation() != generation {
                                     generation = self.data.generation();
                                     enrichers = self.data.current();
@@ -271,6 +301,7 @@ impl Pipeline {
                                 let tracker = sessions.entry(partition).or_insert_with(|| SessionTracker::new(self.cfg.session_timeout));
                                 batch.push(&enrichers.enrich(raw, tracker), partition, offset);
                             }
+                            Ok(message::Message::Identify(id)) => batch.push_identify(&id, partition, offset),
                             Err(poison) => {
                                 let owned = m.detach();
                                 if !self.to_dlq(&owned, &poison, &mut shutdown).await {
@@ -345,58 +376,15 @@ impl Pipeline {
     /// rows are in ClickHouse (or it is aborted, at shutdown).
     fn start_insert(&self, batch: Batch) -> InFlight {
         let rows = batch.rows;
-        let (chunks, next_offsets) = batch.into_chunks();
+        let (chunks, people, next_offsets) = batch.into_parts();
         let (db, health) = (self.db.clone(), self.health.clone());
         let retry_max = self.cfg.insert_retry_max;
         let handle = self.io.spawn(async move {
-            if rows == 0 {
-                return; // only poison messages: nothing to insert, offsets to store
+            if rows > 0 {
+                insert_events(&db, &health, &chunks, rows, retry_max).await;
             }
-            let started = Instant::now();
-            let mut delay = Duration::from_millis(100);
-            let mut failures = 0u32;
-            let mut quorum_waits = 0u32;
-            loop {
-                let t = Instant::now();
-                match insert_row_binary(&db, &chunks).await {
-                    Ok(()) => {
-                        metrics::histogram!("enricher_insert_duration_seconds")
-                            .record(t.elapsed().as_secs_f64());
-                        metrics::histogram!("enricher_batch_rows").record(rows as f64);
-                        metrics::counter!("enricher_inserted_rows_total").increment(rows as u64);
-                        health.clickhouse_ok.store(true, Ordering::Relaxed);
-                        if failures > 0 {
-                            tracing::info!(
-                                failures,
-                                outage_ms = started.elapsed().as_millis() as u64,
-                                "ClickHouse accepts inserts again"
-                            );
-                        }
-                        return;
-                    }
-                    // ClickHouse 18.16 runs one quorum insert per table at a time and
-                    // refuses the others at once: contention, not an outage. Try again
-                    // soon, at a random moment so that enrichers do not collide again.
-                    Err(e) if is_server_error(&e, QUORUM_BUSY) => {
-                        metrics::counter!("enricher_insert_quorum_waits_total").increment(1);
-                        quorum_waits += 1;
-                        if quorum_waits.is_multiple_of(100) {
-                            tracing::warn!(error = %e, quorum_waits, rows, "an insert keeps waiting for another quorum insert to finish");
-                        }
-                        tokio::time::sleep(Duration::from_millis(20 + rand_below(80))).await;
-                    }
-                    Err(e) => {
-                        metrics::counter!("enricher_insert_failures_total").increment(1);
-                        health.clickhouse_ok.store(false, Ordering::Relaxed);
-                        failures += 1;
-                        // Once per outage, not once per retry.
-                        if failures == 1 {
-                            tracing::warn!(error = %e, rows, "ClickHouse insert failed; retrying with backoff, not consuming meanwhile");
-                        }
-                        tokio::time::sleep(delay).await;
-                        delay = (delay * 2).min(retry_max);
-                    }
-                }
+            if !people.is_empty() {
+                insert_people(&db, &health, &people, retry_max).await;
             }
         });
         InFlight {
@@ -404,7 +392,111 @@ impl Pipeline {
             next_offsets,
         }
     }
+}
 
+/// Inserts a batch's event rows, retrying with capped backoff until they are in
+/// ClickHouse (or the task is aborted, at shutdown).
+async fn insert_events(
+    db: &Db,
+    health: &Health,
+    chunks: &[Bytes],
+    rows: usize,
+    retry_max: Duration,
+) {
+    let started = Instant::now();
+    let mut delay = Duration::from_millis(100);
+    let mut failures = 0u32;
+    let mut quorum_waits = 0u32;
+    loop {
+        let t = Instant::now();
+        match insert_row_binary(db, chunks).await {
+            Ok(()) => {
+                metrics::histogram!("enricher_insert_duration_seconds")
+                    .record(t.elapsed().as_secs_f64());
+                metrics::histogram!("enricher_batch_rows").record(rows as f64);
+                metrics::counter!("enricher_inserted_rows_total").increment(rows as u64);
+                health.clickhouse_ok.store(true, Ordering::Relaxed);
+                if failures > 0 {
+                    tracing::info!(
+                        failures,
+                        outage_ms = started.elapsed().as_millis() as u64,
+                        "ClickHouse accepts inserts again"
+                    );
+                }
+                return;
+            }
+            // ClickHouse 18.16 runs one quorum insert per table at a time and
+            // refuses the others at once: contention, not an outage. Try again
+            // soon, at a random moment so that enrichers do not collide again.
+            Err(e) if is_server_error(&e, QUORUM_BUSY) => {
+                metrics::counter!("enricher_insert_quorum_waits_total").increment(1);
+                quorum_waits += 1;
+                if quorum_waits.is_multiple_of(100) {
+                    tracing::warn!(error = %e, quorum_waits, rows, "an insert keeps waiting for another quorum insert to finish");
+                }
+                tokio::time::sleep(Duration::from_millis(20 + rand_below(80))).await;
+            }
+            Err(e) => {
+                metrics::counter!("enricher_insert_failures_total").increment(1);
+                health.clickhouse_ok.store(false, Ordering::Relaxed);
+                failures += 1;
+                // Once per outage, not once per retry.
+                if failures == 1 {
+                    tracing::warn!(error = %e, rows, "ClickHouse insert failed; retrying with backoff, not consuming meanwhile");
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(retry_max);
+            }
+        }
+    }
+}
+
+/// Inserts a batch's alias and trait rows, each table retried until it has them.
+async fn insert_people(db: &Db, health: &Health, people: &People, retry_max: Duration) {
+    let mut delay = Duration::from_millis(100);
+    for table in [people::ALIASES_TABLE, people::TRAITS_TABLE] {
+        loop {
+            let done = match table {
+                people::ALIASES_TABLE => insert_aliases(db, &people.aliases).await,
+                _ => insert_traits(db, &people.traits).await,
+            };
+            match done {
+                Ok(()) => break,
+                Err(e) => {
+                    metrics::counter!("enricher_insert_failures_total").increment(1);
+                    health.clickhouse_ok.store(false, Ordering::Relaxed);
+                    tracing::warn!(error = %e, table, "insert of identify rows failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(retry_max);
+                }
+            }
+        }
+    }
+}
+
+async fn insert_aliases(db: &Db, rows: &[AliasRow]) -> Result<(), clickhouse::error::Error> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut insert = db.client.insert::<AliasRow>(people::ALIASES_TABLE).await?;
+    for row in rows {
+        insert.write(row).await?;
+    }
+    insert.end().await
+}
+
+async fn insert_traits(db: &Db, rows: &[TraitRow]) -> Result<(), clickhouse::error::Error> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut insert = db.client.insert::<TraitRow>(people::TRAITS_TABLE).await?;
+    for row in rows {
+        insert.write(row).await?;
+    }
+    insert.end().await
+}
+
+impl Pipeline {
     /// `finish` while consuming. An insert task retries until its rows are stored, so it
     /// ends otherwise only through a bug (a panic): then stop, rather than let the next
     /// batch store offsets past these events. The process exits non-zero and its
@@ -551,7 +643,7 @@ mod tests {
         }
         assert!(batch.chunks.len() >= 2, "the rows span several chunks");
         assert_eq!(batch.encoded_bytes(), expected);
-        let (chunks, next) = batch.into_chunks();
+        let (chunks, _, next) = batch.into_parts();
         assert_eq!(chunks.iter().map(Bytes::len).sum::<usize>(), expected);
         assert_eq!(next[&0], 1000);
     }

@@ -22,6 +22,18 @@ pub enum IngestError {
     SiteNotFound,
     #[error("Rate limit exceeded. Maximum {0} requests per second per API key.")]
     RateLimited(u32),
+    /// A key's budget of events (`EVENT_RATE_LIMIT_PER_SECOND`), which batches draw on.
+    #[error("Rate limit exceeded. Maximum {0} events per second per API key.")]
+    EventsRateLimited(u32),
+    /// The browser path's limit per client address and site.
+    #[error("Rate limit exceeded. Maximum {0} requests per second per visitor.")]
+    BrowserRateLimited(u32),
+    /// Too many requests from one address were refused (401, 403, 404): it waits.
+    #[error("Too many rejected requests from this address. Retry later.")]
+    TooManyRejections(std::time::Duration),
+    /// A browser event (no key) from an origin the site does not list, or for no site.
+    #[error("Origin not allowed: send browser events from one of the site's domains, or send an API key")]
+    OriginNotAllowed,
     #[error("Request body too large: the limit is {0} bytes")]
     TooLarge(usize),
     #[error("Request body not received in time")]
@@ -59,8 +71,12 @@ impl IngestError {
         match self {
             IngestError::InvalidJson(_) | IngestError::InvalidPayload(_) => StatusCode::BAD_REQUEST,
             IngestError::InvalidKey => StatusCode::UNAUTHORIZED,
+            IngestError::OriginNotAllowed => StatusCode::FORBIDDEN,
             IngestError::SiteNotFound | IngestError::NoRoute => StatusCode::NOT_FOUND,
-            IngestError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            IngestError::RateLimited(_)
+            | IngestError::EventsRateLimited(_)
+            | IngestError::BrowserRateLimited(_)
+            | IngestError::TooManyRejections(_) => StatusCode::TOO_MANY_REQUESTS,
             IngestError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             IngestError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             IngestError::UnsupportedEncoding(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -77,6 +93,10 @@ impl IngestError {
             IngestError::InvalidKey => "invalid_key",
             IngestError::SiteNotFound => "site_not_found",
             IngestError::RateLimited(_) => "rate_limited",
+            IngestError::EventsRateLimited(_) => "events_rate_limited",
+            IngestError::BrowserRateLimited(_) => "browser_rate_limited",
+            IngestError::TooManyRejections(_) => "too_many_rejections",
+            IngestError::OriginNotAllowed => "origin_not_allowed",
             IngestError::TooLarge(_) => "too_large",
             IngestError::BodyTimeout => "body_timeout",
             IngestError::UnsupportedEncoding(_) => "unsupported_encoding",
@@ -101,13 +121,17 @@ impl IntoResponse for IngestError {
     fn into_response(self) -> Response {
         let mut resp = (self.status(), Json(self.body())).into_response();
         let retry_after = match self {
-            IngestError::RateLimited(_) => Some("1"),
-            IngestError::Unavailable(_) => Some(RETRY_AFTER_UNAVAILABLE),
+            IngestError::RateLimited(_)
+            | IngestError::EventsRateLimited(_)
+            | IngestError::BrowserRateLimited(_) => Some(HeaderValue::from_static("1")),
+            IngestError::Unavailable(_) => Some(HeaderValue::from_static(RETRY_AFTER_UNAVAILABLE)),
+            IngestError::TooManyRejections(wait) => {
+                Some(HeaderValue::from(wait.as_secs_f64().ceil().max(1.0) as u64))
+            }
             _ => None,
         };
         if let Some(secs) = retry_after {
-            resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static(secs));
+            resp.headers_mut().insert(header::RETRY_AFTER, secs);
         }
         if matches!(self, IngestError::MethodNotAllowed) {
             resp.headers_mut()

@@ -1,6 +1,14 @@
 //! API-key authentication through a cache chain (docs/design.md, "Keys and sites"):
 //! in-process L1 (seconds) → Redis (minutes; negative answers briefly) → the ClickHouse
-//! registry on a miss, with one registry lookup per key at a time.
+//! registry on a miss, with one registry lookup per key at a time and at most
+//! `REGISTRY_MAX_CONCURRENT_LOOKUPS` at once. Sites come from the in-memory
+//! [`SiteDirectory`], never from a query per request.
+//!
+//! Unknown keys are remembered apart from known ones (so a flood of random keys cannot
+//! push known keys out of L1), in Redis too, for `KEY_CACHE_NEGATIVE_TTL_SECS`. Every
+//! entry in Redis carries a MAC under a secret kept in the registry
+//! (`cache::signed_entry`): an entry without a valid one is ignored, so whoever can write
+//! to Redis cannot mint a key. Until the secret is read, Redis is skipped.
 //!
 //! Revocations arrive on a Redis channel and drop the L1 entry at once. An invalidation
 //! epoch guards the race where a lookup that read the registry *before* a revocation
@@ -9,6 +17,7 @@
 
 use crate::api::IngestError;
 use crate::redis_link::RedisLink;
+use crate::sites::SiteDirectory;
 use futures::StreamExt;
 use metrics::Counter;
 use redis::AsyncCommands;
@@ -18,10 +27,14 @@ use rivulet_common::registry::Registry;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, RwLock};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
 
 const L1_MAX_ENTRIES: usize = 100_000;
+
+/// How long a key lookup waits for a free registry slot before answering 503.
+const REGISTRY_SLOT_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeyInfo {
@@ -36,6 +49,10 @@ pub struct AuthTtls {
     pub redis_secs: u64,
     pub negative_secs: u64,
 }
+
+/// `REGISTRY_MAX_CONCURRENT_LOOKUPS`: registry queries one ingest runs at once for keys
+/// missing from both caches.
+pub const DEFAULT_MAX_REGISTRY_LOOKUPS: usize = 4;
 
 struct Entry<V> {
     value: V,
@@ -81,14 +98,22 @@ impl<K: Eq + Hash + Clone, V: Clone> L1<K, V> {
 }
 
 pub struct Auth {
-    /// By the key's digest: the hex form the registry and Redis use is made on a miss only.
-    keys: L1<KeyDigest, Option<KeyInfo>>,
-    sites: L1<u32, bool>,
+    /// Known keys, by the key's digest: the hex form the registry and Redis use is made
+    /// on a miss only.
+    keys: L1<KeyDigest, KeyInfo>,
+    /// Keys known not to exist (or revoked), apart, so that they never evict known ones.
+    unknown: L1<KeyDigest, ()>,
     inflight: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     epoch: AtomicU64,
     redis: Arc<RedisLink>,
     registry: Registry,
     ttl: AuthTtls,
+    /// The MAC key of Redis entries, once read from the registry.
+    mac_secret: OnceLock<Vec<u8>>,
+    registry_slots: Semaphore,
+    pub sites: Arc<SiteDirectory>,
+    /// Keys' own sites found deleted in the registry (not in the directory either).
+    deleted_sites: L1<u32, ()>,
 }
 
 /// The layers of the key cache, as the `layer` label of `ingest_key_cache_total`.
@@ -112,15 +137,25 @@ fn count(layer: Layer, hit: bool) {
 }
 
 impl Auth {
-    pub fn new(redis: Arc<RedisLink>, registry: Registry, ttl: AuthTtls) -> Self {
+    pub fn new(
+        redis: Arc<RedisLink>,
+        registry: Registry,
+        ttl: AuthTtls,
+        max_registry_lookups: usize,
+        sites: Arc<SiteDirectory>,
+    ) -> Self {
         Auth {
             keys: L1::new(),
-            sites: L1::new(),
+            unknown: L1::new(),
             inflight: Mutex::new(HashMap::new()),
             epoch: AtomicU64::new(0),
             redis,
             registry,
             ttl,
+            mac_secret: OnceLock::new(),
+            registry_slots: Semaphore::new(max_registry_lookups.max(1)),
+            sites,
+            deleted_sites: L1::new(),
         }
     }
 
@@ -135,37 +170,83 @@ impl Auth {
             .and_then(digest_if_well_formed)
             .ok_or(IngestError::InvalidKey)?;
         let info = self.key(&digest).await?.ok_or(IngestError::InvalidKey)?;
-        if !self.site_exists(site_id).await? {
-            return Err(IngestError::SiteNotFound);
+        if info.site_id == site_id {
+            return match self.own_site(site_id).await? {
+                true => Ok(info),
+                false => Err(IngestError::SiteNotFound),
+            };
         }
-        if info.site_id != site_id {
-            return Err(IngestError::InvalidKey);
+        // Another site than the key's: only the directory is asked, never the registry,
+        // however many ids a client tries.
+        match self.site(site_id)? {
+            None => Err(IngestError::SiteNotFound),
+            Some(_) => Err(IngestError::InvalidKey),
         }
-        Ok(info)
+    }
+
+    /// Whether a key's own site exists: the directory, or, for a site created since it
+    /// was read, one registry lookup (the only site ever looked up), which teaches the
+    /// directory the site. A deleted site is remembered as such for a while.
+    async fn own_site(&self, site_id: u32) -> Result<bool, IngestError> {
+        if self.site(site_id)?.is_some() {
+            return Ok(true);
+        }
+        if let Some(((), true)) = self.deleted_sites.get(&site_id) {
+            return Ok(false);
+        }
+        let _guard = self.single_flight(format!("s{site_id}")).await;
+        if self.site(site_id)?.is_some() {
+            return Ok(true);
+        }
+        match self.registry.get_site(site_id).await {
+            Ok(Some(site)) => {
+                self.sites.learn(&site);
+                Ok(true)
+            }
+            Ok(None) => {
+                let ttl = Duration::from_secs(self.ttl.negative_secs);
+                self.deleted_sites.put(site_id, (), ttl);
+                Ok(false)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "site registry lookup failed");
+                Err(IngestError::Unavailable("the site registry is unreachable"))
+            }
+        }
+    }
+
+    /// The site, from the directory; 503 before the directory was first read.
+    pub fn site(&self, site_id: u32) -> Result<Option<Arc<crate::sites::SiteInfo>>, IngestError> {
+        self.sites
+            .site(site_id)
+            .map_err(|_| IngestError::Unavailable("the site registry is unreachable"))
     }
 
     async fn key(&self, digest: &KeyDigest) -> Result<Option<KeyInfo>, IngestError> {
-        if let Some((v, true)) = self.keys.get(digest) {
+        if let Some(v) = self.fresh(digest) {
             count(Layer::L1, true);
             return Ok(v);
         }
         count(Layer::L1, false);
         let hash = &KeyHash::from_digest(digest);
         let _guard = self.single_flight(format!("k{}", hash.0)).await;
-        if let Some((v, true)) = self.keys.get(digest) {
+        if let Some(v) = self.fresh(digest) {
             return Ok(v);
         }
         let epoch = self.epoch.load(Ordering::SeqCst);
         let entry = cache::key_entry(hash);
-        if let Some(cached) = self.redis_get(&entry).await {
-            let v = decode_key(&cached);
-            if v.is_some() || cached == "-" {
-                count(Layer::Redis, true);
-                self.cache_key_locally(digest, v.clone(), epoch);
-                return Ok(v);
-            }
+        if let Some(v) = self.redis_key(&entry, hash).await {
+            count(Layer::Redis, true);
+            self.cache_key_locally(digest, v.clone(), epoch);
+            return Ok(v);
         }
         count(Layer::Redis, false);
+        let Ok(_slot) =
+            tokio::time::timeout(REGISTRY_SLOT_WAIT, self.registry_slots.acquire()).await
+        else {
+            metrics::counter!("ingest_registry_lookups_shed_total").increment(1);
+            return self.stale_or_unavailable(digest);
+        };
         let found = match self.registry.find_key_by_hash(hash).await {
             Ok(rec) => rec.filter(|r| r.revoked == 0).map(|r| KeyInfo {
                 key_id: r.key_id.into(),
@@ -173,10 +254,7 @@ impl Auth {
             }),
             Err(e) => {
                 tracing::warn!(error = %e, "key registry lookup failed");
-                return match self.keys.get(digest) {
-                    Some((stale, _)) => Ok(stale),
-                    None => Err(IngestError::Unavailable("the key registry is unreachable")),
-                };
+                return self.stale_or_unavailable(digest);
             }
         };
         count(Layer::Registry, found.is_some());
@@ -185,10 +263,47 @@ impl Auth {
             None => ("-".to_string(), self.ttl.negative_secs),
         };
         if self.epoch.load(Ordering::SeqCst) == epoch {
-            self.redis_set(&entry, &value, ttl).await;
+            if let Some(secret) = self.mac_secret.get() {
+                let signed = cache::signed_entry(secret, hash, &value);
+                self.redis_set(&entry, &signed, ttl).await;
+            }
         }
         self.cache_key_locally(digest, found.clone(), epoch);
         Ok(found)
+    }
+
+    /// The key's answer from L1 if it is fresh: `Some(None)` for a key known not to exist.
+    fn fresh(&self, digest: &KeyDigest) -> Option<Option<KeyInfo>> {
+        if let Some((v, true)) = self.keys.get(digest) {
+            return Some(Some(v));
+        }
+        match self.unknown.get(digest) {
+            Some(((), true)) => Some(None),
+            _ => None,
+        }
+    }
+
+    /// When nothing can answer: a key once known keeps working from its expired entry.
+    fn stale_or_unavailable(&self, digest: &KeyDigest) -> Result<Option<KeyInfo>, IngestError> {
+        match self.keys.get(digest) {
+            Some((stale, _)) => Ok(Some(stale)),
+            None => Err(IngestError::Unavailable("the key registry is unreachable")),
+        }
+    }
+
+    /// The key's entry in Redis, if there is one with a valid MAC (`Some(None)`: cached as
+    /// unknown). Nothing is read before the secret is known.
+    async fn redis_key(&self, entry: &str, hash: &KeyHash) -> Option<Option<KeyInfo>> {
+        let secret = self.mac_secret.get()?;
+        let cached = self.redis_get(entry).await?;
+        let Some(value) = cache::verified_entry(secret, hash, &cached) else {
+            metrics::counter!("ingest_key_cache_entries_refused_total").increment(1);
+            return None;
+        };
+        match value {
+            "-" => Some(None),
+            v => decode_key(v).map(Some),
+        }
     }
 
     fn cache_key_locally(&self, digest: &KeyDigest, v: Option<KeyInfo>, epoch: u64) {
@@ -196,59 +311,41 @@ impl Auth {
         if self.epoch.load(Ordering::SeqCst) != epoch {
             return;
         }
-        let ttl = if v.is_some() {
-            self.ttl.l1
-        } else {
-            self.ttl.l1.min(Duration::from_secs(self.ttl.negative_secs))
-        };
-        self.keys.put(*digest, v, ttl);
+        match v {
+            Some(info) => {
+                self.unknown.remove(digest);
+                self.keys.put(*digest, info, self.ttl.l1);
+            }
+            None => {
+                let ttl = self.ttl.l1.min(Duration::from_secs(self.ttl.negative_secs));
+                self.unknown.put(*digest, (), ttl);
+            }
+        }
     }
 
-    async fn site_exists(&self, site_id: u32) -> Result<bool, IngestError> {
-        if let Some((v, true)) = self.sites.get(&site_id) {
-            return Ok(v);
-        }
-        let _guard = self.single_flight(format!("s{site_id}")).await;
-        if let Some((v, true)) = self.sites.get(&site_id) {
-            return Ok(v);
-        }
-        let epoch = self.epoch.load(Ordering::SeqCst);
-        let entry = cache::site_entry(site_id);
-        let exists = match self.redis_get(&entry).await.as_deref() {
-            Some("1") => true,
-            Some("0") => false,
-            _ => match self.registry.get_site(site_id).await {
-                Ok(site) => {
-                    let exists = site.is_some();
-                    if self.epoch.load(Ordering::SeqCst) == epoch {
-                        let ttl = if exists {
-                            self.ttl.redis_secs
-                        } else {
-                            self.ttl.negative_secs
-                        };
-                        self.redis_set(&entry, if exists { "1" } else { "0" }, ttl)
-                            .await;
-                    }
-                    exists
+    /// Reads the MAC secret of Redis entries from the registry, retrying until it can
+    /// (`rivulet-admin migrate` makes it). Until then Redis is not used for keys.
+    pub async fn load_mac_secret(self: Arc<Self>) {
+        let mut delay = Duration::from_millis(500);
+        loop {
+            match self
+                .registry
+                .secret(rivulet_common::schema::migrations::KEY_CACHE_MAC_SECRET)
+                .await
+            {
+                Ok(Some(hex_secret)) => {
+                    let _ = self.mac_secret.set(hex_secret.into_bytes());
+                    tracing::info!("key cache secret loaded: Redis entries are used");
+                    return;
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "site registry lookup failed");
-                    return match self.sites.get(&site_id) {
-                        Some((stale, _)) => Ok(stale),
-                        None => Err(IngestError::Unavailable("the site registry is unreachable")),
-                    };
-                }
-            },
-        };
-        if self.epoch.load(Ordering::SeqCst) == epoch {
-            let ttl = if exists {
-                self.ttl.l1
-            } else {
-                self.ttl.l1.min(Duration::from_secs(self.ttl.negative_secs))
-            };
-            self.sites.put(site_id, exists, ttl);
+                Ok(None) => tracing::warn!(
+                    "the registry has no key cache secret yet (run `rivulet-admin migrate`); key lookups skip Redis"
+                ),
+                Err(e) => tracing::warn!(error = %e, "key cache secret not read yet; key lookups skip Redis"),
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(10));
         }
-        Ok(exists)
     }
 
     /// Holds a per-key async lock so concurrent misses of one key make one lookup.
@@ -287,12 +384,18 @@ impl Auth {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         if let Some(hash) = message.strip_prefix("key:") {
             match KeyHash(hash.to_string()).digest() {
-                Some(digest) => self.keys.remove(&digest),
+                Some(digest) => {
+                    self.keys.remove(&digest);
+                    self.unknown.remove(&digest);
+                }
                 // Not a hash we could hold: forget every key rather than guess.
                 None => self.clear(),
             }
-        } else if let Some(site) = message.strip_prefix("site:").and_then(|s| s.parse().ok()) {
-            self.sites.remove(&site);
+        } else if let Some(site) = message.strip_prefix("site:") {
+            if let Ok(site_id) = site.parse() {
+                self.deleted_sites.remove(&site_id);
+            }
+            self.sites.invalidate();
         } else {
             self.clear();
         }
@@ -301,7 +404,9 @@ impl Auth {
     fn clear(&self) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         self.keys.clear();
-        self.sites.clear();
+        self.unknown.clear();
+        self.deleted_sites.clear();
+        self.sites.invalidate();
     }
 
     /// Listens for revocations until the process ends; reconnects after Redis outages

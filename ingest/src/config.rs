@@ -8,15 +8,39 @@ use std::time::Duration;
 
 #[derive(Clone, Debug)]
 pub struct IngestConfig {
-    /// `INGEST_ADDR`, default `127.0.0.1:3000`.
+    /// `INGEST_ADDR`, default `127.0.0.1:3000`: the public port (tracking, the script,
+    /// the OpenAPI document, liveness).
     pub addr: String,
+    /// `INGEST_INTERNAL_ADDR`, default `127.0.0.1:3003`: `/metrics`, `/_readiness` and
+    /// `/_liveness`, for the operator's monitoring only; keep it off the public network.
+    pub internal_addr: String,
     /// `REDIS_URL`.
     pub redis_url: String,
     /// `KAFKA_BROKERS`, `KAFKA_TOPIC_RAW`.
     pub kafka_brokers: String,
     pub topic: String,
-    /// `RATE_LIMIT_PER_SECOND`, default 20 per key; 0 disables (a self-hosted install).
+    /// `RATE_LIMIT_PER_SECOND`, default 20 requests per second per key (a token bucket
+    /// holding one second's worth); 0 disables (a self-hosted install).
     pub rate_limit_per_second: u32,
+    /// `EVENT_RATE_LIMIT_PER_SECOND`, default 10000 events per second per key, which
+    /// batches draw on (one per event); 0 disables.
+    pub event_rate_limit_per_second: u32,
+    /// `BROWSER_RATE_LIMIT_PER_SECOND`, default 20 requests, and
+    /// `BROWSER_EVENT_RATE_LIMIT_PER_SECOND`, default 500 events, per second per client
+    /// address and site on the browser path, counted per ingest process; 0 disables.
+    pub browser_rate_limit_per_second: u32,
+    pub browser_event_rate_limit_per_second: u32,
+    /// `AUTH_FAILURE_BURST`, default 20, and `AUTH_FAILURES_PER_MINUTE`, default 60: the
+    /// rejections (401, 403, 404) one client address may cause before it gets 429;
+    /// `AUTH_FAILURE_BURST=0` disables.
+    pub auth_failure_burst: u32,
+    pub auth_failures_per_minute: u32,
+    /// `REGISTRY_MAX_CONCURRENT_LOOKUPS`, default 4: registry queries for unknown keys one
+    /// ingest runs at once.
+    pub registry_max_lookups: usize,
+    /// `SITE_DIRECTORY_REFRESH_MS`, default 30000: how often the site directory is reread
+    /// even when no change was announced.
+    pub site_refresh: Duration,
     /// `KAFKA_ACK_TIMEOUT_MS`, default 5000: longest wait for the broker's ack before 503.
     pub kafka_ack_timeout: Duration,
     /// `KAFKA_LINGER_MS`, default 1: each request waits for its ack, so linger is latency;
@@ -66,10 +90,21 @@ impl IngestConfig {
         let trusted = config::string("TRUSTED_PROXIES", "");
         Ok(IngestConfig {
             addr: config::string("INGEST_ADDR", "127.0.0.1:3000"),
+            internal_addr: config::string("INGEST_INTERNAL_ADDR", "127.0.0.1:3003"),
             redis_url: config::string("REDIS_URL", "redis://127.0.0.1:16379/"),
             kafka_brokers: kafka::brokers(),
             topic: kafka::topic_raw(),
             rate_limit_per_second: config::parse("RATE_LIMIT_PER_SECOND", 20)?,
+            event_rate_limit_per_second: config::parse("EVENT_RATE_LIMIT_PER_SECOND", 10_000)?,
+            browser_rate_limit_per_second: config::parse("BROWSER_RATE_LIMIT_PER_SECOND", 20)?,
+            browser_event_rate_limit_per_second: config::parse(
+                "BROWSER_EVENT_RATE_LIMIT_PER_SECOND",
+                500,
+            )?,
+            auth_failure_burst: config::parse("AUTH_FAILURE_BURST", 20)?,
+            auth_failures_per_minute: config::parse("AUTH_FAILURES_PER_MINUTE", 60)?,
+            registry_max_lookups: config::parse("REGISTRY_MAX_CONCURRENT_LOOKUPS", 4)?,
+            site_refresh: config::millis("SITE_DIRECTORY_REFRESH_MS", 30_000)?,
             kafka_ack_timeout: config::millis("KAFKA_ACK_TIMEOUT_MS", 5000)?,
             kafka_linger_ms: config::parse("KAFKA_LINGER_MS", 1)?,
             kafka_queue_max_messages: config::parse("KAFKA_QUEUE_MAX_MESSAGES", 100_000)?,

@@ -1,25 +1,35 @@
-//! Request handlers: `POST /api/track`, `POST /api/track/batch`, health and metrics.
+//! Request handlers: `POST /api/track`, `/api/track/batch` and `/api/identify`, each on
+//! the key path or the browser path; CORS preflights; the tracking script; health and
+//! metrics.
+//!
+//! A request with an API key (`api_key` in the body, or `Authorization: Bearer rb_…`) is
+//! on the key path: the key is checked, then its rate limits. A request with no key at
+//! all is a browser event: it is accepted only from an origin the site lists, answered
+//! with CORS headers for that exact origin, limited per client address and site, and may
+//! not name its own IP or user agent (docs/design.md, "Browser path").
 
 use crate::api::{self, BatchItem, BatchResponse, IngestError};
 use crate::client_ip::client_ip;
 use crate::event::fields::{self, EventFields, Events, Field, Item};
+use crate::event::identify::{validate_identify, Identify};
 use crate::event::validate::{effective_timestamp, validate_event, ValidationErrors};
 use crate::event::TrackEvent;
+use crate::rate_limit::Verdict;
 use crate::request_body::{self, Linger, RequestBody};
 use crate::sink::{Record, Sink, SinkError};
 use crate::state::AppState;
-use axum::http::{header, HeaderMap, HeaderName, Request, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use metrics::Counter;
-use rivulet_common::event::{RawEvent, RAW_EVENT_VERSION};
+use rivulet_common::event::{IdentifyMessage, MessageKind, RawEvent, RAW_EVENT_VERSION};
 use rivulet_common::health::{self, Readiness};
 use rivulet_common::kafka::write_message_key;
 use std::borrow::Cow;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use uuid::Uuid;
 
 // Counters of the request path, registered once: `counter!` builds its key and looks the
@@ -29,23 +39,42 @@ static EVENTS_ACCEPTED: LazyLock<Counter> =
 static RATE_LIMITED: LazyLock<Counter> =
     LazyLock::new(|| metrics::counter!("ingest_rate_limited_total"));
 
-/// Header-derived request context: who sent it and with what user agent, borrowed from
-/// the request's headers.
-struct Origin<'a> {
-    peer: std::net::IpAddr,
+/// The `key_id` of a browser event's Kafka message: it was sent with no key.
+pub const BROWSER_KEY_ID: &str = "browser";
+
+/// Who sent a request, from its socket and headers, borrowed from the request.
+pub(crate) struct Client<'a> {
+    peer: IpAddr,
     forwarded_for: Option<Cow<'a, str>>,
     user_agent: Option<&'a str>,
+    origin: Option<&'a HeaderValue>,
+    bearer: Option<&'a str>,
 }
 
-impl<'a> Origin<'a> {
-    fn new(peer: SocketAddr, headers: &'a HeaderMap) -> Self {
-        Origin {
+impl<'a> Client<'a> {
+    pub(crate) fn new(peer: SocketAddr, headers: &'a HeaderMap) -> Self {
+        Client {
             peer: peer.ip(),
             forwarded_for: forwarded_for(headers),
             user_agent: headers
                 .get(header::USER_AGENT)
                 .and_then(|v| v.to_str().ok()),
+            origin: headers.get(header::ORIGIN),
+            bearer: headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::trim),
         }
+    }
+
+    /// The client's address: the peer, or what a trusted proxy says it forwarded.
+    fn ip<S: Sink>(&self, st: &AppState<S>) -> IpAddr {
+        client_ip(
+            self.peer,
+            self.forwarded_for.as_deref(),
+            &st.cfg.trusted_proxies,
+        )
     }
 
     /// The `User-Agent` header, cut to the event field's limit (512 characters); empty
@@ -60,6 +89,23 @@ impl<'a> Origin<'a> {
             Some((end, _)) => Cow::Borrowed(&ua[..end]),
         }
     }
+
+    /// The host of the `Origin` header (`https://Shop.Example:8443` → `shop.example`).
+    fn origin_host(&self) -> Option<String> {
+        origin_host(self.origin?.to_str().ok()?)
+    }
+}
+
+/// The host of an `Origin` value, lowercase, without scheme or port; `None` for `null`
+/// and anything that is not `scheme://host[:port]`.
+fn origin_host(origin: &str) -> Option<String> {
+    let (_, rest) = origin.split_once("://")?;
+    let host = match rest.strip_prefix('[') {
+        // An IPv6 literal: `[::1]:8080`.
+        Some(v6) => v6.split_once(']')?.0,
+        None => rest.split(':').next()?,
+    };
+    (!host.is_empty() && !host.contains('/')).then(|| host.to_ascii_lowercase())
 }
 
 /// Rivulet's server SDKs send `User-Agent: rivulet-<language>/<version>` (the Node.js SDK:
@@ -90,7 +136,46 @@ fn forwarded_for(headers: &HeaderMap) -> Option<Cow<'_, str>> {
     Some(joined.map_or(Cow::Borrowed(first), Cow::Owned))
 }
 
-/// The request body, read within `limit` and decoded (`Content-Encoding`).
+/// How a request says it may send for its site.
+enum Credential<'a> {
+    /// An API key, from the body or the `Authorization` header (`None`: given, but not a
+    /// string, so invalid).
+    Key(Option<&'a str>),
+    /// No key at all: a browser event, checked against the site's domains.
+    Browser,
+}
+
+/// The body's `api_key` when the body has one (even `null` counts as none), else a Bearer
+/// key, else the browser path.
+fn credential<'a>(body_key: Option<&'a Field<'a>>, client: &Client<'a>) -> Credential<'a> {
+    match body_key {
+        Some(Field::Null) | None => match client.bearer {
+            Some(key) => Credential::Key(Some(key)),
+            None => Credential::Browser,
+        },
+        Some(field) => Credential::Key(field.as_str()),
+    }
+}
+
+/// A request that may send for its site.
+struct Admitted {
+    key_id: Arc<str>,
+    browser: bool,
+}
+
+/// What a response to a browser event from an allowed origin carries: CORS for that
+/// exact origin, with credentials, since `sendBeacon` sends them.
+pub(crate) fn cors_headers(resp: &mut Response, origin: &HeaderValue) {
+    let h = resp.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+        HeaderValue::from_static("true"),
+    );
+    h.append(header::VARY, HeaderValue::from_static("Origin"));
+}
+
+/// The body, read within `limit` and decoded (`Content-Encoding`).
 async fn read_body<S: Sink>(
     st: &AppState<S>,
     headers: &HeaderMap,
@@ -117,34 +202,121 @@ fn now_ms() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000_000
 }
 
+/// Decides whether the request may send `events` events for `site_id`: the key and its
+/// rate limits, or the browser's origin and its limit per address. Rejections that say
+/// something about keys or sites (401, 403, 404) count against the client's address,
+/// which past its limit is answered 429 before anything is looked up. Sets `cors` once
+/// a browser request's origin is known to be allowed.
+async fn admit<S: Sink>(
+    st: &AppState<S>,
+    credential: Credential<'_>,
+    site_id: u32,
+    events: u32,
+    client: &Client<'_>,
+    cors: &mut Option<HeaderValue>,
+) -> Result<Admitted, IngestError> {
+    let ip = client.ip(st);
+    if let Err(blocked) = st.failures.check(ip) {
+        return Err(IngestError::TooManyRejections(blocked.0));
+    }
+    let admitted = match credential {
+        Credential::Key(key) => admit_key(st, key, site_id, events).await,
+        Credential::Browser => admit_browser(st, site_id, events, client, ip, cors),
+    };
+    if let Err(
+        IngestError::InvalidKey | IngestError::SiteNotFound | IngestError::OriginNotAllowed,
+    ) = &admitted
+    {
+        st.failures.record(ip);
+    }
+    admitted
+}
+
+async fn admit_key<S: Sink>(
+    st: &AppState<S>,
+    key: Option<&str>,
+    site_id: u32,
+    events: u32,
+) -> Result<Admitted, IngestError> {
+    let key = st.auth.authorize(key, site_id).await?;
+    let budgets = st.limiter.budgets();
+    match st.limiter.allow(&key.key_id, events).await {
+        Verdict::Allowed => {}
+        Verdict::TooManyRequests => {
+            RATE_LIMITED.increment(1);
+            return Err(IngestError::RateLimited(budgets.requests));
+        }
+        Verdict::TooManyEvents => {
+            RATE_LIMITED.increment(1);
+            return Err(IngestError::EventsRateLimited(budgets.events));
+        }
+    }
+    st.last_used.touch(&key.key_id);
+    Ok(Admitted {
+        key_id: key.key_id,
+        browser: false,
+    })
+}
+
+fn admit_browser<S: Sink>(
+    st: &AppState<S>,
+    site_id: u32,
+    events: u32,
+    client: &Client<'_>,
+    ip: IpAddr,
+    cors: &mut Option<HeaderValue>,
+) -> Result<Admitted, IngestError> {
+    let host = client.origin_host().ok_or(IngestError::OriginNotAllowed)?;
+    let site = st
+        .auth
+        .site(site_id)?
+        .ok_or(IngestError::OriginNotAllowed)?;
+    if !site.accepts_host(&host) {
+        return Err(IngestError::OriginNotAllowed);
+    }
+    *cors = client.origin.cloned();
+    match st.browser_limiter.take((ip, site_id), events) {
+        Verdict::Allowed => {}
+        Verdict::TooManyRequests | Verdict::TooManyEvents => {
+            RATE_LIMITED.increment(1);
+            return Err(IngestError::BrowserRateLimited(
+                st.browser_limiter.budgets().requests,
+            ));
+        }
+    }
+    static BROWSER_KEY: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(BROWSER_KEY_ID));
+    Ok(Admitted {
+        key_id: BROWSER_KEY.clone(),
+        browser: true,
+    })
+}
+
 /// The Kafka message for a validated event: server-chosen id, times, IP and user agent.
-/// Its strings stay borrowed from the request until the message is written.
+/// Its strings stay borrowed from the request until the message is written. A browser
+/// event's own `ip_address` and `user_agent` are not believed: the request's are used.
 fn raw_event<'a, S: Sink>(
     ev: TrackEvent<'a>,
-    key_id: &'a str,
-    origin: &Origin<'a>,
+    who: &'a Admitted,
+    client: &Client<'a>,
     st: &AppState<S>,
     received_at: i64,
 ) -> RawEvent<Cow<'a, str>> {
-    let ip = match ev.ip_address {
-        Some(ip) => ip,
-        None => client_ip(
-            origin.peer,
-            origin.forwarded_for.as_deref(),
-            &st.cfg.trusted_proxies,
-        )
-        .to_string(),
+    let (ip_address, user_agent) = if who.browser {
+        (None, None)
+    } else {
+        (ev.ip_address, ev.user_agent)
     };
+    let ip = ip_address.unwrap_or_else(|| client.ip(st).to_string());
     RawEvent {
         v: RAW_EVENT_VERSION,
         event_id: ev.event_id.unwrap_or_else(Uuid::now_v7),
         site_id: ev.site_id,
-        key_id: Cow::Borrowed(key_id),
+        key_id: Cow::Borrowed(&who.key_id),
         event_type: ev.event_type,
         timestamp: effective_timestamp(ev.timestamp_ms, received_at),
         received_at,
         ip: Cow::Owned(ip),
-        user_agent: ev.user_agent.unwrap_or_else(|| origin.user_agent()),
+        user_agent: user_agent.unwrap_or_else(|| client.user_agent()),
         event_name: ev.event_name,
         properties: ev.properties,
         pathname: ev.pathname,
@@ -156,6 +328,13 @@ fn raw_event<'a, S: Sink>(
         language: ev.language,
         screen_width: ev.screen_width,
         screen_height: ev.screen_height,
+        anonymous_id: ev.anonymous_id,
+        tag: ev.tag,
+        app_version: ev.app_version,
+        device_model: ev.device_model,
+        feature_flags: ev.feature_flags,
+        vitals: ev.vitals,
+        preset: None,
     }
 }
 
@@ -201,38 +380,48 @@ async fn publish_all(
     outcomes
 }
 
-/// The key check (401/404) and then the key's rate limit (429): one unit per request,
-/// whether it carries one event or a batch.
-async fn admit<S: Sink>(
-    st: &AppState<S>,
-    api_key: Option<&Field<'_>>,
-    site_id: u32,
-) -> Result<crate::auth::KeyInfo, IngestError> {
-    let key = st
-        .auth
-        .authorize(api_key.and_then(Field::as_str), site_id)
-        .await?;
-    if !st.limiter.allow(&key.key_id).await {
-        RATE_LIMITED.increment(1);
-        return Err(IngestError::RateLimited(st.limiter.limit()));
+/// The answer, with CORS headers when a browser request's origin was allowed.
+fn respond(result: Result<Response, IngestError>, cors: Option<HeaderValue>) -> Response {
+    let mut resp = result.unwrap_or_else(IntoResponse::into_response);
+    if let Some(origin) = cors {
+        cors_headers(&mut resp, &origin);
     }
-    st.last_used.touch(&key.key_id);
-    Ok(key)
+    resp
 }
 
 pub async fn track<S: Sink>(
     st: &AppState<S>,
     peer: SocketAddr,
     req: Request<impl RequestBody>,
-) -> Result<Response, IngestError> {
+) -> Response {
     let (head, body) = req.into_parts();
-    let headers = &head.headers;
+    let client = Client::new(peer, &head.headers);
+    let mut cors = None;
+    let result = track_one(st, &client, &head.headers, body, &mut cors).await;
+    respond(result, cors)
+}
+
+async fn track_one<S: Sink>(
+    st: &AppState<S>,
+    client: &Client<'_>,
+    headers: &HeaderMap,
+    body: impl RequestBody,
+    cors: &mut Option<HeaderValue>,
+) -> Result<Response, IngestError> {
     let body = read_body(st, headers, body, st.cfg.max_body_bytes).await?;
     let mut fields = fields::parse_event(&body)?;
     let api_key = fields.api_key.take();
     let ev = validate_event(fields).map_err(IngestError::InvalidPayload)?;
-    let key = admit(st, api_key.as_ref(), ev.site_id).await?;
-    let raw = raw_event(ev, &key.key_id, &Origin::new(peer, headers), st, now_ms());
+    let who = admit(
+        st,
+        credential(api_key.as_ref(), client),
+        ev.site_id,
+        1,
+        client,
+        cors,
+    )
+    .await?;
+    let raw = raw_event(ev, &who, client, st, now_ms());
     if let Err(e) = publish(&*st.sink, &raw).await {
         tracing::warn!(error = %e, "event not acknowledged by Kafka");
         return Err(IngestError::Unavailable("the event could not be stored"));
@@ -241,23 +430,36 @@ pub async fn track<S: Sink>(
     Ok(api::success())
 }
 
-/// `{api_key, site_id, events:[…]}`: one rate-limit unit, each event validated on its
-/// own. 200 when every valid event is in Kafka; 503 (with per-event results) if any
-/// could not be stored, so the client retries those with the same event_id.
+/// `{api_key, site_id, events:[…]}`: one request for the request limit, and its valid
+/// events for the events budget; each event validated on its own. 200 when every valid
+/// event is in Kafka; 503 (with per-event results) if any could not be stored, so the
+/// client retries those with the same event_id.
 pub async fn track_batch<S: Sink>(
     st: &AppState<S>,
     peer: SocketAddr,
     req: Request<impl RequestBody>,
-) -> Result<Response, IngestError> {
+) -> Response {
     let (head, body) = req.into_parts();
-    let headers = &head.headers;
+    let client = Client::new(peer, &head.headers);
+    let mut cors = None;
+    let result = track_many(st, &client, &head.headers, body, &mut cors).await;
+    respond(result, cors)
+}
+
+async fn track_many<S: Sink>(
+    st: &AppState<S>,
+    client: &Client<'_>,
+    headers: &HeaderMap,
+    body: impl RequestBody,
+    cors: &mut Option<HeaderValue>,
+) -> Result<Response, IngestError> {
     let body = read_body(st, headers, body, st.cfg.max_batch_bytes).await?;
-    let batch = fields::parse_batch(&body)?;
+    let batch = fields::parse_batch(&body, st.cfg.max_batch_events)?;
     let events = match batch.events {
-        Some(Events::List(events)) if events.len() <= st.cfg.max_batch_events => events,
+        Some(Events::List(events)) => events,
         other => {
             let msg = match other {
-                Some(Events::List(_)) => format!(
+                Some(Events::TooMany) => format!(
                     "events must hold at most {} events",
                     st.cfg.max_batch_events
                 ),
@@ -276,15 +478,27 @@ pub async fn track_batch<S: Sink>(
     let site_id = validate_event(envelope)
         .map_err(IngestError::InvalidPayload)?
         .site_id;
-    let key = admit(st, batch.api_key.as_ref(), site_id).await?;
-    let origin = Origin::new(peer, headers);
+    let checked: Vec<Result<TrackEvent<'_>, ValidationErrors>> = events
+        .into_iter()
+        .map(|item| batch_event(item, site_id))
+        .collect();
+    let valid = checked.iter().filter(|c| c.is_ok()).count() as u32;
+    let who = admit(
+        st,
+        credential(batch.api_key.as_ref(), client),
+        site_id,
+        valid,
+        client,
+        cors,
+    )
+    .await?;
     let received_at = now_ms();
-    let mut results: Vec<Option<BatchItem>> = Vec::with_capacity(events.len());
+    let mut results: Vec<Option<BatchItem>> = Vec::with_capacity(checked.len());
     let mut pending = Vec::new();
-    for (i, item) in events.into_iter().enumerate() {
-        match batch_event(item, site_id) {
+    for (i, event) in checked.into_iter().enumerate() {
+        match event {
             Ok(ev) => {
-                pending.push((i, raw_event(ev, &key.key_id, &origin, st, received_at)));
+                pending.push((i, raw_event(ev, &who, client, st, received_at)));
                 results.push(None);
             }
             Err(details) => results.push(Some(BatchItem::Invalid {
@@ -361,11 +575,122 @@ fn batch_event(item: Item<'_>, site_id: u32) -> Result<TrackEvent<'_>, Validatio
     Ok(ev)
 }
 
-/// 200 when Kafka and Redis answer and no shutdown is under way; 503 otherwise.
+/// `POST /api/identify`: `anonymous_id` becomes an alias of `user_id`, and `traits`
+/// merge into the user's profile. Authenticated like an event; 200 once in Kafka.
+pub async fn identify<S: Sink>(
+    st: &AppState<S>,
+    peer: SocketAddr,
+    req: Request<impl RequestBody>,
+) -> Response {
+    let (head, body) = req.into_parts();
+    let client = Client::new(peer, &head.headers);
+    let mut cors = None;
+    let result = identify_one(st, &client, &head.headers, body, &mut cors).await;
+    respond(result, cors)
+}
+
+async fn identify_one<S: Sink>(
+    st: &AppState<S>,
+    client: &Client<'_>,
+    headers: &HeaderMap,
+    body: impl RequestBody,
+    cors: &mut Option<HeaderValue>,
+) -> Result<Response, IngestError> {
+    let body = read_body(st, headers, body, st.cfg.max_body_bytes).await?;
+    let mut fields = fields::parse_identify(&body)?;
+    let api_key = fields.api_key.take();
+    let id = validate_identify(fields).map_err(IngestError::InvalidPayload)?;
+    let who = admit(
+        st,
+        credential(api_key.as_ref(), client),
+        id.site_id,
+        0,
+        client,
+        cors,
+    )
+    .await?;
+    let record = identify_record(&id, &who, client, st, now_ms())?;
+    if let Err(e) = st.sink.publish(&record).await {
+        tracing::warn!(error = %e, "identify not acknowledged by Kafka");
+        return Err(IngestError::Unavailable(
+            "the identify call could not be stored",
+        ));
+    }
+    Ok(api::success())
+}
+
+/// The Kafka message of an identify call, keyed by its user.
+fn identify_record<S: Sink>(
+    id: &Identify<'_>,
+    who: &Admitted,
+    client: &Client<'_>,
+    st: &AppState<S>,
+    received_at: i64,
+) -> Result<Record, IngestError> {
+    let msg = IdentifyMessage {
+        v: RAW_EVENT_VERSION,
+        kind: MessageKind::Identify,
+        event_id: id.event_id.unwrap_or_else(Uuid::now_v7),
+        site_id: id.site_id,
+        key_id: &*who.key_id,
+        timestamp: effective_timestamp(id.timestamp_ms, received_at),
+        received_at,
+        user_id: &*id.user_id,
+        anonymous_id: id.anonymous_id.as_deref(),
+        traits: id.traits.as_deref(),
+    };
+    let ip = client.ip(st).to_string();
+    Record::build(
+        |key| {
+            write_message_key(
+                key,
+                id.site_id,
+                Some(&id.user_id),
+                &ip,
+                &client.user_agent(),
+            )
+        },
+        |payload| serde_json::to_writer(payload, &msg),
+    )
+    .map_err(|_| IngestError::Unavailable("the identify call could not be encoded"))
+}
+
+/// A CORS preflight (`OPTIONS`) of a tracking route: answered for an origin that some
+/// site lists (a preflight names no site; the POST that follows is checked against its
+/// own site), with the exact origin and credentials, for `sendBeacon`. Any other origin
+/// gets 403 and no CORS headers, so the browser does not send the POST.
+pub fn preflight<S: Sink>(st: &AppState<S>, headers: &HeaderMap) -> Response {
+    let origin = headers.get(header::ORIGIN);
+    let host = origin.and_then(|o| o.to_str().ok()).and_then(origin_host);
+    let allowed = host.is_some_and(|h| st.auth.sites.any_site_accepts(&h).unwrap_or(false));
+    let (true, Some(origin)) = (allowed, origin) else {
+        return IngestError::OriginNotAllowed.into_response();
+    };
+    let mut resp = StatusCode::NO_CONTENT.into_response();
+    cors_headers(&mut resp, origin);
+    let h = resp.headers_mut();
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("POST, OPTIONS"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("Content-Type, Content-Encoding, X-Request-Id"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("7200"),
+    );
+    resp
+}
+
+/// 200 when Kafka and Redis answer, the site directory is loaded and no shutdown is
+/// under way; 503 otherwise.
 pub fn readiness<S: Sink>(st: &AppState<S>) -> Response {
     Readiness::new()
         .check("kafka", st.sink.is_ready())
         .check("redis", st.redis.is_ready())
+        .check("sites", st.auth.sites.site(0).is_ok())
         .shutting_down(st.shutting_down.load(Ordering::Relaxed))
         .into_response()
 }
@@ -385,7 +710,7 @@ pub fn openapi() -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::{forwarded_for, publish, publish_all, Origin};
+    use super::{forwarded_for, origin_host, publish, publish_all, Client};
     use crate::sink::{Record, Sink, SinkError};
     use axum::http::{HeaderMap, HeaderValue};
     use rivulet_common::event::{EventType, RawEvent, RAW_EVENT_VERSION};
@@ -452,6 +777,7 @@ mod tests {
             language: None,
             screen_width: None,
             screen_height: None,
+            ..RawEvent::default()
         }
     }
 
@@ -503,7 +829,21 @@ mod tests {
             ("curl/8.5.0", "curl/8.5.0"),
         ] {
             h.insert("user-agent", HeaderValue::from_static(header));
-            assert_eq!(Origin::new(peer, &h).user_agent(), stored, "{header}");
+            assert_eq!(Client::new(peer, &h).user_agent(), stored, "{header}");
+        }
+    }
+
+    #[test]
+    fn origin_hosts() {
+        for (origin, host) in [
+            ("https://Shop.Example", Some("shop.example")),
+            ("http://shop.example:8080", Some("shop.example")),
+            ("https://[::1]:3000", Some("::1")),
+            ("null", None),
+            ("shop.example", None),
+            ("https://", None),
+        ] {
+            assert_eq!(origin_host(origin).as_deref(), host, "{origin}");
         }
     }
 

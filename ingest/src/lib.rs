@@ -14,6 +14,8 @@ pub mod client_ip;
 pub mod config;
 pub mod event;
 #[cfg(feature = "service")]
+pub mod failures;
+#[cfg(feature = "service")]
 pub mod handlers;
 #[cfg(feature = "service")]
 pub mod last_used;
@@ -29,9 +31,13 @@ pub mod request_body;
 #[cfg(feature = "service")]
 pub mod router;
 #[cfg(feature = "service")]
+pub mod script;
+#[cfg(feature = "service")]
 mod service;
 #[cfg(feature = "service")]
 pub mod sink;
+#[cfg(feature = "service")]
+pub mod sites;
 #[cfg(feature = "service")]
 pub mod state;
 

@@ -30,7 +30,17 @@ async fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(e) = ingest.serve(listener, shutdown_signal()).await {
+    let internal_addr = ingest.state.cfg.internal_addr.clone();
+    let internal = match tokio::net::TcpListener::bind(&internal_addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!(
+                "rivulet-ingest: cannot listen on {internal_addr} (INGEST_INTERNAL_ADDR): {e}"
+            );
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = ingest.serve(listener, internal, shutdown_signal()).await {
         eprintln!("rivulet-ingest: {e}");
         std::process::exit(1);
     }

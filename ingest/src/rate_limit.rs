@@ -1,142 +1,279 @@
-//! Per-key rate limit, global across ingest replicas: a Redis counter per key and
-//! one-second window, incremented atomically by a Lua script. When Redis is unreachable
-//! the limiter fails open to the same limit counted per process, and says so in logs
-//! and metrics.
+//! Per-key rate limits, global across ingest replicas (docs/design.md, "Rate limiting"):
+//! two token buckets per key in Redis, one of requests (`RATE_LIMIT_PER_SECOND`, the
+//! tracking API's 20) and one of events (`EVENT_RATE_LIMIT_PER_SECOND`), which a batch
+//! draws on once per event it carries. Each bucket holds one second's worth and refills
+//! continuously, so no window boundary lets a key through twice its limit.
 //!
-//! Two things keep a busy key from costing a Redis round trip per request:
-//! - **Coalescing.** While one `INCRBY` for the key is in flight, the requests that
-//!   arrive queue up and the next round trip counts them all at once. The returned total
-//!   tells every queued request its place in the window, so the count stays exact.
-//! - **Reserving ahead.** A key with a high limit reserves places for requests it has
-//!   not received yet in the same `INCRBY`: about 100 ms of its recent demand, and never
-//!   more than 1 % of what is left of the window's limit. The requests that follow take
-//!   those places with no round trip. The accepted total still never exceeds the limit,
-//!   since every accepted request holds a place Redis counted. A place reserved but not
-//!   used by the end of its second is lost, so when a window does fill up, each replica
-//!   may have accepted up to ~1 % of the limit fewer than it could have. At low limits
-//!   (below 100 per second, the default being 20) nothing is reserved ahead, and the
-//!   limit is exact.
+//! A Lua script updates both buckets of a key in one round trip (Redis's own clock, so
+//! replicas agree), for many requests at once:
+//! - **Coalescing.** While one round trip for a key is in flight, its new requests queue,
+//!   and the next round trip decides them all, in order.
+//! - **Reserving ahead.** A key with a budget of 100 or more per second also takes, in
+//!   the same call, tokens for requests it has not received yet: about 100 ms of its
+//!   recent demand, never more than 1 % of its budget. The requests that follow spend
+//!   them with no round trip. A reserved token unused after a second is lost, so a
+//!   replica may leave up to ~1 % of a budget unused; the total accepted never exceeds
+//!   what the buckets allow. Below 100 nothing is reserved and the limit is exact.
+//! - **Known empty.** A key refused for want of a request token is refused without
+//!   asking Redis until the bucket has had time to refill one.
 //!
-//! A key whose window is known to be full is rejected without asking Redis until the
-//! second changes.
+//! When Redis is unreachable the limiter fails open to the same buckets kept per
+//! process, and says so in logs and metrics.
 
 use crate::redis_link::RedisLink;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::oneshot;
 
-/// Adds ARGV[1] to the window's counter and returns the new total; the first add of a
-/// window sets its expiry.
-const INCRBY_WITH_EXPIRY: &str = r"
-local n = redis.call('INCRBY', KEYS[1], ARGV[1])
-if n == tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], 2000) end
-return n";
+/// Decides requests of one key. ARGV: request rate, event rate (per second, 0 = off),
+/// requests to reserve ahead, events to reserve ahead, then the events of each queued
+/// request, in order. Returns one verdict per request (1 allowed, 2 out of request
+/// tokens, 3 out of event tokens), then the request and event tokens reserved ahead.
+/// Each bucket holds at most one second's worth; a missing bucket is full.
+const TAKE_TOKENS: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rr, er = tonumber(ARGV[1]), tonumber(ARGV[2])
+local st = redis.call('HMGET', KEYS[1], 'r', 'e', 't')
+local r = tonumber(st[1]) or rr
+local e = tonumber(st[2]) or er
+local dt = math.max(0, now - (tonumber(st[3]) or now))
+r = math.min(rr, r + dt * rr / 1000)
+e = math.min(er, e + dt * er / 1000)
+local out = {}
+for i = 5, #ARGV do
+  local n = tonumber(ARGV[i])
+  if rr > 0 and r < 1 then
+    out[#out + 1] = 2
+  elseif er > 0 and e < n then
+    out[#out + 1] = 3
+  else
+    out[#out + 1] = 1
+    if rr > 0 then r = r - 1 end
+    if er > 0 then e = e - n end
+  end
+end
+local ar, ae = 0, 0
+if rr > 0 then ar = math.min(tonumber(ARGV[3]), math.floor(r)); r = r - ar end
+if er > 0 then ae = math.min(tonumber(ARGV[4]), math.floor(e)); e = e - ae end
+out[#out + 1] = ar
+out[#out + 1] = ae
+redis.call('HSET', KEYS[1], 'r', tostring(r), 'e', tostring(e), 't', now)
+redis.call('PEXPIRE', KEYS[1], 2000)
+return out";
 
 /// Above this many tracked keys, idle entries are dropped.
 const PRUNE_ABOVE: usize = 100_000;
 
-/// Reserve ahead about 1/10 of a second of the key's demand: ~10 round trips a second
-/// for a busy key, whatever its rate.
+/// Reserve ahead about 1/10 of a second of the key's demand.
 const AHEAD_DEMAND_DIVISOR: u64 = 10;
 
-/// Reserve ahead at most 1/100 of the window's remaining places, which bounds what a
-/// replica can leave unused when the window fills (see the module's comment).
-const AHEAD_HEADROOM_DIVISOR: u64 = 100;
+/// Reserve ahead at most 1/100 of a budget (see the module's comment).
+const AHEAD_BUDGET_DIVISOR: u64 = 100;
 
-pub struct RateLimiter {
-    limit: u32,
-    redis: Arc<RedisLink>,
-    script: redis::Script,
-    queues: Mutex<HashMap<String, KeyQueue>>,
-    /// Fallback counters: key id → (epoch second, count).
-    local: Mutex<HashMap<String, (u64, u32)>>,
+/// How long reserved tokens may be spent; later they are lost.
+const RESERVED_FOR: Duration = Duration::from_secs(1);
+
+/// Per-second budgets of one key; 0 turns one off.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Budgets {
+    pub requests: u32,
+    pub events: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Allowed,
+    TooManyRequests,
+    TooManyEvents,
+}
+
+impl Verdict {
+    fn from_code(code: i64) -> Self {
+        match code {
+            2 => Verdict::TooManyRequests,
+            3 => Verdict::TooManyEvents,
+            _ => Verdict::Allowed,
+        }
+    }
+}
+
+struct Waiter {
+    events: u32,
+    tx: oneshot::Sender<Verdict>,
+}
+
+/// Tokens Redis counted for this process ahead of demand, not spent yet.
+#[derive(Clone, Copy, Default)]
+struct Reserved {
+    requests: u64,
+    events: u64,
+    until: Option<Instant>,
+}
+
+impl Reserved {
+    /// Spends tokens for one request of `events` events, if there are enough.
+    fn spend(&mut self, budgets: Budgets, events: u32, now: Instant) -> bool {
+        if self.until.is_none_or(|u| now >= u) {
+            *self = Reserved::default();
+            return false;
+        }
+        let req_ok = budgets.requests == 0 || self.requests >= 1;
+        let ev_ok = budgets.events == 0 || self.events >= u64::from(events);
+        if !(req_ok && ev_ok) {
+            return false;
+        }
+        if budgets.requests > 0 {
+            self.requests -= 1;
+        }
+        if budgets.events > 0 {
+            self.events -= u64::from(events);
+        }
+        true
+    }
 }
 
 #[derive(Default)]
 struct KeyQueue {
     /// Requests waiting for the next round trip.
-    waiters: Vec<oneshot::Sender<bool>>,
+    waiters: Vec<Waiter>,
     /// A flush task is running for this key.
     flushing: bool,
-    /// The second whose window Redis reported full.
-    full_second: Option<u64>,
-    /// Places of a window (second, count) that Redis counted for this process ahead of
-    /// demand and that no request has taken yet.
-    reserved: (u64, u64),
-    /// The window's total as Redis last reported it: (second, total).
-    last_total: (u64, u64),
-    /// This key's requests per second, for how much to reserve ahead.
+    reserved: Reserved,
+    /// Until then the key has no request token (refused without a round trip).
+    requests_empty_until: Option<Instant>,
     demand: Demand,
 }
 
-impl KeyQueue {
-    fn reserved_in(&self, second: u64) -> u64 {
-        if self.reserved.0 == second {
-            self.reserved.1
-        } else {
-            0
-        }
-    }
-
-    /// Takes up to `wanted` reserved places of `second`'s window; returns how many.
-    fn take_reserved(&mut self, second: u64, wanted: u64) -> u64 {
-        let taken = self.reserved_in(second).min(wanted);
-        self.reserved.1 -= taken;
-        taken
-    }
-}
-
-/// Requests counted in the current second and in the one before it.
+/// Requests and events counted in the current second and in the one before it.
 #[derive(Default)]
 struct Demand {
     second: u64,
-    this: u64,
-    previous: u64,
+    this: (u64, u64),
+    previous: (u64, u64),
 }
 
 impl Demand {
-    fn note(&mut self, second: u64) {
+    fn note(&mut self, second: u64, events: u32) {
         if self.second != second {
             self.previous = if second == self.second + 1 {
                 self.this
             } else {
-                0
+                (0, 0)
             };
             self.second = second;
-            self.this = 0;
+            self.this = (0, 0);
         }
-        self.this += 1;
+        self.this.0 += 1;
+        self.this.1 += u64::from(events);
     }
 
-    /// Requests per second: the last full second's count, or this second's so far if
-    /// that is more (a key whose traffic starts now).
-    fn per_second(&self, second: u64) -> u64 {
+    /// (requests, events) per second: the last full second's count, or this second's so
+    /// far if that is more (a key whose traffic starts now).
+    fn per_second(&self, second: u64) -> (u64, u64) {
         match second.checked_sub(self.second) {
-            Some(0) => self.this.max(self.previous),
+            Some(0) => (
+                self.this.0.max(self.previous.0),
+                self.this.1.max(self.previous.1),
+            ),
             Some(1) => self.this,
-            _ => 0,
+            _ => (0, 0),
         }
     }
 }
 
-/// How many places to reserve ahead of demand in one `INCRBY`, given the window's last
-/// known total: none below a limit of 100 per second.
-fn reserve_ahead(limit: u64, known_total: u64, demand_per_second: u64) -> u64 {
-    let headroom = limit.saturating_sub(known_total);
-    (demand_per_second / AHEAD_DEMAND_DIVISOR).min(headroom / AHEAD_HEADROOM_DIVISOR)
+/// How many tokens of a bucket of `budget` per second to reserve ahead for a demand of
+/// `demand` per second: none below a budget of 100.
+fn reserve_ahead(budget: u32, demand: u64) -> u64 {
+    if budget < 100 {
+        return 0;
+    }
+    (demand / AHEAD_DEMAND_DIVISOR).min(u64::from(budget) / AHEAD_BUDGET_DIVISOR)
 }
 
-/// Assigns the places `total - asked + 1 ..= total` of a window that one `INCRBY asked`
-/// returned: the first `waiting` go to the queued requests, in order (allowed when the
-/// place is within the limit); the rest within the limit are reserved ahead.
-fn assign(total: u64, asked: u64, waiting: u64, limit: u64) -> (Vec<bool>, u64) {
-    let first = total.saturating_sub(asked) + 1;
-    let verdicts = (first..first + waiting)
-        .map(|place| place <= limit)
-        .collect();
-    let reserved = total.min(limit).saturating_sub(first + waiting - 1);
-    (verdicts, reserved)
+/// A process's own buckets of one key, for when Redis cannot be reached.
+struct LocalBuckets {
+    requests: f64,
+    events: f64,
+    at: Instant,
+}
+
+impl LocalBuckets {
+    fn full(budgets: Budgets, now: Instant) -> Self {
+        LocalBuckets {
+            requests: f64::from(budgets.requests),
+            events: f64::from(budgets.events),
+            at: now,
+        }
+    }
+
+    /// The same decision as the Lua script, on this process's counts.
+    fn take(&mut self, budgets: Budgets, events: u32, now: Instant) -> Verdict {
+        let dt = now.duration_since(self.at).as_secs_f64();
+        self.at = now;
+        let (rr, er) = (f64::from(budgets.requests), f64::from(budgets.events));
+        self.requests = (self.requests + dt * rr).min(rr);
+        self.events = (self.events + dt * er).min(er);
+        if budgets.requests > 0 && self.requests < 1.0 {
+            return Verdict::TooManyRequests;
+        }
+        if budgets.events > 0 && self.events < f64::from(events) {
+            return Verdict::TooManyEvents;
+        }
+        if budgets.requests > 0 {
+            self.requests -= 1.0;
+        }
+        if budgets.events > 0 {
+            self.events -= f64::from(events);
+        }
+        Verdict::Allowed
+    }
+}
+
+/// Budgets counted per process only, for keys of any kind: the browser path's limit per
+/// client address and site (no Redis call on a public path).
+pub struct LocalLimiter<K> {
+    budgets: Budgets,
+    buckets: Mutex<HashMap<K, LocalBuckets>>,
+}
+
+impl<K: std::hash::Hash + Eq> LocalLimiter<K> {
+    pub fn new(budgets: Budgets) -> Self {
+        LocalLimiter {
+            budgets,
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn budgets(&self) -> Budgets {
+        self.budgets
+    }
+
+    /// Whether one more request of `key`, carrying `events` events, fits its budgets.
+    pub fn take(&self, key: K, events: u32) -> Verdict {
+        if self.budgets == Budgets::default() {
+            return Verdict::Allowed;
+        }
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock().expect("local limiter lock");
+        if buckets.len() > PRUNE_ABOVE {
+            buckets.retain(|_, b| now.duration_since(b.at) < Duration::from_secs(2));
+        }
+        buckets
+            .entry(key)
+            .or_insert_with(|| LocalBuckets::full(self.budgets, now))
+            .take(self.budgets, events, now)
+    }
+}
+
+pub struct RateLimiter {
+    budgets: Budgets,
+    redis: Arc<RedisLink>,
+    script: redis::Script,
+    queues: Mutex<HashMap<String, KeyQueue>>,
+    /// While Redis is down.
+    local: LocalLimiter<String>,
 }
 
 /// Seconds since the Unix epoch (also the clock of `last_used`).
@@ -148,50 +285,52 @@ pub(crate) fn epoch_second() -> u64 {
 }
 
 impl RateLimiter {
-    pub fn new(limit: u32, redis: Arc<RedisLink>) -> Arc<Self> {
+    pub fn new(budgets: Budgets, redis: Arc<RedisLink>) -> Arc<Self> {
         Arc::new(RateLimiter {
-            limit,
+            budgets,
             redis,
-            script: redis::Script::new(INCRBY_WITH_EXPIRY),
+            script: redis::Script::new(TAKE_TOKENS),
             queues: Mutex::new(HashMap::new()),
-            local: Mutex::new(HashMap::new()),
+            local: LocalLimiter::new(budgets),
         })
     }
 
-    pub fn limit(&self) -> u32 {
-        self.limit
+    pub fn budgets(&self) -> Budgets {
+        self.budgets
     }
 
-    /// True when one more request of this key fits in the current second.
-    pub async fn allow(self: &Arc<Self>, key_id: &str) -> bool {
-        if self.limit == 0 {
-            return true;
+    /// Whether one more request of this key, carrying `events` events, fits its budgets.
+    pub async fn allow(self: &Arc<Self>, key_id: &str, events: u32) -> Verdict {
+        if self.budgets == Budgets::default() {
+            return Verdict::Allowed;
         }
-        let second = epoch_second();
+        let now = Instant::now();
         let rx = {
             let mut queues = self.queues.lock().expect("rate limiter lock");
             if queues.len() > PRUNE_ABOVE {
                 queues.retain(|_, q| {
-                    q.flushing || q.full_second == Some(second) || q.reserved_in(second) > 0
+                    q.flushing
+                        || q.reserved.until.is_some_and(|u| u > now)
+                        || q.requests_empty_until.is_some_and(|u| u > now)
                 });
             }
             let queue = match queues.get_mut(key_id) {
                 Some(q) => q,
                 None => queues.entry(key_id.to_string()).or_default(),
             };
-            queue.demand.note(second);
-            // Before the full-window check: a place reserved ahead was counted by Redis
-            // within the limit, so it is this request's to take.
-            if queue.take_reserved(second, 1) == 1 {
-                return true;
+            queue.demand.note(epoch_second(), events);
+            // Before the known-empty check: reserved tokens were counted by Redis within
+            // the budget, so they are this request's to spend.
+            if queue.reserved.spend(self.budgets, events, now) {
+                return Verdict::Allowed;
             }
-            if queue.full_second == Some(second) {
-                return false;
+            if queue.requests_empty_until.is_some_and(|u| now < u) {
+                return Verdict::TooManyRequests;
             }
-            // The channel is made only here: most requests of a busy key take a place
-            // reserved ahead, above, and need none.
+            // The channel is made only here: most requests of a busy key spend reserved
+            // tokens, above, and need none.
             let (tx, rx) = oneshot::channel();
-            queue.waiters.push(tx);
+            queue.waiters.push(Waiter { events, tx });
             if !queue.flushing {
                 queue.flushing = true;
                 // A task of its own, so that a client hanging up cannot strand the queue.
@@ -200,91 +339,113 @@ impl RateLimiter {
             rx
         };
         // The flush task always answers; if it died, failing open matches Redis down.
-        rx.await.unwrap_or(true)
+        rx.await.unwrap_or(Verdict::Allowed)
     }
 
-    /// Counts the queued requests of one key, a round trip at a time, until none wait.
+    /// Decides the queued requests of one key, a round trip at a time, until none wait.
     async fn flush(self: Arc<Self>, key_id: String) {
-        let limit = u64::from(self.limit);
         loop {
-            let (waiters, asked, second) = {
+            let (waiters, ahead) = {
                 let mut queues = self.queues.lock().expect("rate limiter lock");
                 let Some(queue) = queues.get_mut(&key_id) else {
                     return;
                 };
-                let second = epoch_second();
-                // Requests that queued while the last round trip reserved places take them.
-                let served = queue.take_reserved(second, queue.waiters.len() as u64);
-                for waiter in queue.waiters.drain(..served as usize) {
-                    let _ = waiter.send(true);
+                // Requests that queued while the last round trip reserved tokens spend them.
+                let now = Instant::now();
+                let budgets = self.budgets;
+                let mut waiting = Vec::with_capacity(queue.waiters.len());
+                for w in std::mem::take(&mut queue.waiters) {
+                    if queue.reserved.spend(budgets, w.events, now) {
+                        let _ = w.tx.send(Verdict::Allowed);
+                    } else {
+                        waiting.push(w);
+                    }
                 }
-                if queue.waiters.is_empty() {
+                if waiting.is_empty() {
                     queue.flushing = false;
                     return;
                 }
-                let known_total = if queue.last_total.0 == second {
-                    queue.last_total.1
-                } else {
-                    0
-                };
-                let ahead = reserve_ahead(limit, known_total, queue.demand.per_second(second));
-                let waiters = std::mem::take(&mut queue.waiters);
-                let asked = waiters.len() as u64 + ahead;
-                (waiters, asked, second)
+                let (req_demand, ev_demand) = queue.demand.per_second(epoch_second());
+                let ahead = (
+                    reserve_ahead(budgets.requests, req_demand),
+                    reserve_ahead(budgets.events, ev_demand),
+                );
+                (waiting, ahead)
             };
-            let waiting = waiters.len() as u64;
-            let verdicts: Vec<bool> = match self.count_in_redis(&key_id, second, asked).await {
-                Some(total) => {
-                    let (verdicts, reserved) = assign(total, asked, waiting, limit);
+            let events: Vec<u32> = waiters.iter().map(|w| w.events).collect();
+            let verdicts = match self.take_in_redis(&key_id, &events, ahead).await {
+                Some((verdicts, reserved)) => {
+                    let now = Instant::now();
                     let mut queues = self.queues.lock().expect("rate limiter lock");
                     if let Some(q) = queues.get_mut(&key_id) {
-                        q.last_total = (second, total);
-                        if total >= limit {
-                            q.full_second = Some(second);
+                        if reserved.0 + reserved.1 > 0 {
+                            q.reserved = Reserved {
+                                requests: q.reserved.requests + reserved.0,
+                                events: q.reserved.events + reserved.1,
+                                until: Some(now + RESERVED_FOR),
+                            };
                         }
-                        q.reserved = (second, q.reserved_in(second) + reserved);
+                        if verdicts.contains(&Verdict::TooManyRequests) {
+                            let refill = 1.0 / f64::from(self.budgets.requests.max(1));
+                            q.requests_empty_until = Some(now + Duration::from_secs_f64(refill));
+                        }
                     }
                     verdicts
                 }
                 None => {
-                    metrics::counter!("ingest_rate_limit_fail_open_total").increment(waiting);
-                    (0..waiting)
-                        .map(|_| self.allow_locally(&key_id, second))
+                    metrics::counter!("ingest_rate_limit_fail_open_total")
+                        .increment(waiters.len() as u64);
+                    events
+                        .iter()
+                        .map(|n| self.local.take(key_id.clone(), *n))
                         .collect()
                 }
             };
             for (waiter, verdict) in waiters.into_iter().zip(verdicts) {
-                let _ = waiter.send(verdict);
+                let _ = waiter.tx.send(verdict);
             }
         }
     }
 
-    /// The window's total after adding `n`, or `None` when Redis cannot say.
-    async fn count_in_redis(&self, key_id: &str, second: u64, n: u64) -> Option<u64> {
+    /// One round trip: a verdict per request and the tokens reserved ahead, or `None`
+    /// when Redis cannot say.
+    async fn take_in_redis(
+        &self,
+        key_id: &str,
+        events: &[u32],
+        ahead: (u64, u64),
+    ) -> Option<(Vec<Verdict>, (u64, u64))> {
         let mut conn = self.redis.conn()?;
         metrics::counter!("ingest_rate_limit_redis_calls_total").increment(1);
-        let counter = rivulet_common::cache::rate_limit_counter(key_id, second);
-        let r: Result<u64, _> = self
+        let mut call = self
             .script
-            .key(counter)
-            .arg(n)
-            .invoke_async(&mut conn)
-            .await;
+            .key(rivulet_common::cache::rate_limit_buckets(key_id));
+        call.arg(self.budgets.requests)
+            .arg(self.budgets.events)
+            .arg(ahead.0)
+            .arg(ahead.1);
+        for n in events {
+            call.arg(*n);
+        }
+        let r: Result<Vec<i64>, _> = call.invoke_async(&mut conn).await;
         self.redis.record(&r);
-        r.ok()
-    }
-
-    fn allow_locally(&self, key_id: &str, second: u64) -> bool {
-        let mut local = self.local.lock().expect("rate limiter lock");
-        if local.len() > PRUNE_ABOVE {
-            local.retain(|_, (s, _)| *s == second);
+        let codes = r.ok()?;
+        if codes.len() != events.len() + 2 {
+            tracing::warn!(
+                got = codes.len(),
+                "rate-limit script answered an unexpected shape"
+            );
+            return None;
         }
-        let entry = local.entry(key_id.to_string()).or_insert((second, 0));
-        if entry.0 != second {
-            *entry = (second, 0);
-        }
-        entry.1 += 1;
-        entry.1 <= self.limit
+        let reserved = (
+            codes[events.len()].max(0) as u64,
+            codes[events.len() + 1].max(0) as u64,
+        );
+        let verdicts = codes[..events.len()]
+            .iter()
+            .map(|c| Verdict::from_code(*c))
+            .collect();
+        Some((verdicts, reserved))
     }
 }
 
@@ -292,71 +453,81 @@ impl RateLimiter {
 mod tests {
     use super::*;
 
+    const BOTH: Budgets = Budgets {
+        requests: 20,
+        events: 100,
+    };
+
     #[test]
-    fn nothing_is_reserved_ahead_below_a_limit_of_100() {
-        assert_eq!(reserve_ahead(20, 0, 1_000_000), 0);
-        assert_eq!(reserve_ahead(99, 0, 1_000_000), 0);
-        assert_eq!(reserve_ahead(100, 0, 1_000_000), 1);
+    fn nothing_is_reserved_ahead_below_a_budget_of_100() {
+        assert_eq!(reserve_ahead(20, 1_000_000), 0);
+        assert_eq!(reserve_ahead(99, 1_000_000), 0);
+        assert_eq!(reserve_ahead(100, 1_000_000), 1);
+        assert_eq!(reserve_ahead(1_000_000, 12_000), 1_200);
+        assert_eq!(reserve_ahead(10_000, 12_000), 100);
+        assert_eq!(reserve_ahead(10_000, 5), 0);
     }
 
     #[test]
-    fn reserving_ahead_follows_demand_and_shrinks_near_the_limit() {
-        // A tenth of a second of demand, when the window has room.
-        assert_eq!(reserve_ahead(1_000_000_000, 0, 12_000), 1_200);
-        assert_eq!(reserve_ahead(1_000_000_000, 0, 5), 0);
-        // At most 1 % of what is left of the window.
-        assert_eq!(reserve_ahead(10_000, 0, 12_000), 100);
-        assert_eq!(reserve_ahead(10_000, 9_500, 12_000), 5);
-        assert_eq!(reserve_ahead(10_000, 9_950, 12_000), 0);
-        assert_eq!(reserve_ahead(10_000, 12_000, 12_000), 0);
+    fn reserved_tokens_are_spent_once_within_their_second() {
+        let t0 = Instant::now();
+        let mut r = Reserved {
+            requests: 2,
+            events: 10,
+            until: Some(t0 + RESERVED_FOR),
+        };
+        assert!(r.spend(BOTH, 4, t0));
+        assert!(!r.spend(BOTH, 7, t0), "6 events left");
+        assert!(r.spend(BOTH, 6, t0));
+        assert!(!r.spend(BOTH, 0, t0), "no request token left");
+        let mut late = Reserved {
+            requests: 5,
+            events: 5,
+            until: Some(t0),
+        };
+        assert!(!late.spend(BOTH, 1, t0 + Duration::from_millis(1)));
+        // A budget that is off needs no token of its own kind.
+        let events_only = Budgets {
+            requests: 0,
+            events: 100,
+        };
+        let mut r = Reserved {
+            requests: 0,
+            events: 3,
+            until: Some(t0 + RESERVED_FOR),
+        };
+        assert!(r.spend(events_only, 3, t0));
     }
 
     #[test]
-    fn places_go_to_the_queued_requests_first_then_ahead() {
-        // 3 waiting, 5 asked, window total now 5 of a limit of 100.
-        assert_eq!(assign(5, 5, 3, 100), (vec![true; 3], 2));
-        // Total 103 of 100: places 99..=103; two waiters get 99 and 100, nothing is left.
-        assert_eq!(assign(103, 5, 2, 100), (vec![true, true], 0));
-        // Places 97..=101: three waiters (97, 98, 99), one of the two ahead is within.
-        assert_eq!(assign(101, 5, 3, 100), (vec![true; 3], 1));
-        // Places 100..=104: the first waiter gets the last place.
-        assert_eq!(assign(104, 5, 3, 100), (vec![true, false, false], 0));
-        // Exactly at the limit, nothing asked ahead.
-        assert_eq!(assign(20, 1, 1, 20), (vec![true], 0));
-        assert_eq!(assign(21, 1, 1, 20), (vec![false], 0));
+    fn local_buckets_hold_one_second_and_refill_continuously() {
+        let t0 = Instant::now();
+        let mut b = LocalBuckets::full(BOTH, t0);
+        for _ in 0..20 {
+            assert_eq!(b.take(BOTH, 1, t0), Verdict::Allowed);
+        }
+        assert_eq!(b.take(BOTH, 1, t0), Verdict::TooManyRequests);
+        // 50 ms later one request's token has come back: no second burst of 20.
+        let t1 = t0 + Duration::from_millis(50);
+        assert_eq!(b.take(BOTH, 1, t1), Verdict::Allowed);
+        assert_eq!(b.take(BOTH, 1, t1), Verdict::TooManyRequests);
+        // Events: 80 left; a batch of 81 is refused whole.
+        let mut b = LocalBuckets::full(BOTH, t0);
+        assert_eq!(b.take(BOTH, 20, t0), Verdict::Allowed);
+        assert_eq!(b.take(BOTH, 81, t0), Verdict::TooManyEvents);
+        assert_eq!(b.take(BOTH, 79, t0), Verdict::Allowed);
     }
 
     #[test]
     fn demand_is_the_last_full_second_or_this_one_if_busier() {
         let mut d = Demand::default();
         for _ in 0..50 {
-            d.note(10);
+            d.note(10, 2);
         }
-        assert_eq!(d.per_second(10), 50);
-        d.note(11);
-        assert_eq!(d.per_second(11), 50, "the previous second's 50");
-        for _ in 0..99 {
-            d.note(11);
-        }
-        assert_eq!(d.per_second(11), 100);
-        assert_eq!(d.per_second(12), 100, "a second with no request yet");
-        assert_eq!(d.per_second(13), 0, "idle for a whole second");
-        d.note(20);
-        assert_eq!(d.per_second(20), 1, "after a gap, no previous second");
-    }
-
-    #[test]
-    fn a_reserved_place_is_taken_once_and_only_in_its_second() {
-        let mut q = KeyQueue {
-            reserved: (7, 2),
-            ..KeyQueue::default()
-        };
-        assert_eq!(q.take_reserved(8, 1), 0);
-        assert_eq!(q.take_reserved(7, 1), 1);
-        assert_eq!(q.take_reserved(7, 1), 1);
-        assert_eq!(q.take_reserved(7, 1), 0);
-        q.reserved = (9, 3);
-        assert_eq!(q.take_reserved(9, 5), 3, "no more than are left");
-        assert_eq!(q.take_reserved(9, 5), 0);
+        assert_eq!(d.per_second(10), (50, 100));
+        d.note(11, 1);
+        assert_eq!(d.per_second(11), (50, 100), "the previous second's");
+        assert_eq!(d.per_second(12), (1, 1), "a second with no request yet");
+        assert_eq!(d.per_second(13), (0, 0), "idle for a whole second");
     }
 }

@@ -1,5 +1,8 @@
 //! Routes, and what every request gets around its handler: an id, a log span, and
-//! per-route request counts and latency.
+//! per-route request counts and latency. The public listener serves tracking, the
+//! script, the OpenAPI document and liveness; the internal one (`INGEST_INTERNAL_ADDR`)
+//! serves readiness and metrics, which say more about the service than the public
+//! should know.
 //!
 //! Routing is a `match` on the path and the method rather than axum's `Router` with a
 //! `from_fn` layer: ingest has six fixed routes, and the router's per-request work (a
@@ -26,6 +29,8 @@ use tracing::Instrument;
 pub enum Route {
     Track,
     TrackBatch,
+    Identify,
+    Script,
     OpenApi,
     Liveness,
     Readiness,
@@ -34,9 +39,11 @@ pub enum Route {
 }
 
 impl Route {
-    const ALL: [Route; 7] = [
+    const ALL: [Route; 9] = [
         Route::Track,
         Route::TrackBatch,
+        Route::Identify,
+        Route::Script,
         Route::OpenApi,
         Route::Liveness,
         Route::Readiness,
@@ -49,6 +56,8 @@ impl Route {
         match path {
             "/api/track" => Route::Track,
             "/api/track/batch" => Route::TrackBatch,
+            "/api/identify" => Route::Identify,
+            "/api/script.js" => Route::Script,
             "/api/openapi.json" => Route::OpenApi,
             "/_liveness" => Route::Liveness,
             "/_readiness" => Route::Readiness,
@@ -61,6 +70,8 @@ impl Route {
         match self {
             Route::Track => "/api/track",
             Route::TrackBatch => "/api/track/batch",
+            Route::Identify => "/api/identify",
+            Route::Script => "/api/script.js",
             Route::OpenApi => "/api/openapi.json",
             Route::Liveness => "/_liveness",
             Route::Readiness => "/_readiness",
@@ -70,10 +81,36 @@ impl Route {
     }
 }
 
+/// Which listener a request came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listener {
+    Public,
+    Internal,
+}
+
+/// Handles one request of the public listener.
+pub async fn handle<S: Sink, B: RequestBody>(
+    st: AppState<S>,
+    peer: SocketAddr,
+    req: Request<B>,
+) -> Response {
+    handle_on(Listener::Public, st, peer, req).await
+}
+
+/// Handles one request of the internal listener.
+pub async fn handle_internal<S: Sink, B: RequestBody>(
+    st: AppState<S>,
+    peer: SocketAddr,
+    req: Request<B>,
+) -> Response {
+    handle_on(Listener::Internal, st, peer, req).await
+}
+
 /// Handles one request: routes it, and gives it an id (the client's `X-Request-Id` if
 /// sane, else a new one, echoed in the response), a tracing span, and its metrics.
 /// Never logs bodies: they carry API keys.
-pub async fn handle<S: Sink, B: RequestBody>(
+async fn handle_on<S: Sink, B: RequestBody>(
+    listener: Listener,
     st: AppState<S>,
     peer: SocketAddr,
     req: Request<B>,
@@ -86,9 +123,14 @@ pub async fn handle<S: Sink, B: RequestBody>(
         request_id = request_id.to_str().unwrap_or_default(),
         route = route.label()
     );
-    let mut resp = dispatch(&st, route, peer, req)
-        .instrument(span.clone())
-        .await;
+    let mut resp = match listener {
+        Listener::Public => {
+            dispatch(&st, route, peer, req)
+                .instrument(span.clone())
+                .await
+        }
+        Listener::Internal => dispatch_internal(&st, route, &req),
+    };
     let status = resp.status();
     let elapsed = start.elapsed();
     resp.headers_mut().insert("x-request-id", request_id);
@@ -121,20 +163,36 @@ async fn dispatch<S: Sink, B: RequestBody>(
     req: Request<B>,
 ) -> Response {
     let read_only = matches!(*req.method(), Method::GET | Method::HEAD);
+    let tracking = matches!(route, Route::Track | Route::TrackBatch | Route::Identify);
     match route {
-        Route::Track if req.method() == Method::POST => {
-            handlers::track(st, peer, req).await.into_response()
-        }
+        _ if tracking && req.method() == Method::OPTIONS => handlers::preflight(st, req.headers()),
+        Route::Track if req.method() == Method::POST => handlers::track(st, peer, req).await,
         Route::TrackBatch if req.method() == Method::POST => {
-            handlers::track_batch(st, peer, req).await.into_response()
+            handlers::track_batch(st, peer, req).await
         }
-        Route::Track | Route::TrackBatch => IngestError::MethodNotAllowed.into_response(),
-        Route::Unmatched => IngestError::NoRoute.into_response(),
+        Route::Identify if req.method() == Method::POST => handlers::identify(st, peer, req).await,
+        _ if tracking => IngestError::MethodNotAllowed.into_response(),
+        // Off the public port: they tell an attacker what is down.
+        Route::Unmatched | Route::Readiness | Route::Metrics => {
+            IngestError::NoRoute.into_response()
+        }
         _ if !read_only => get_only(),
+        Route::Script => crate::script::serve(req.headers()),
         Route::OpenApi => handlers::openapi(),
+        Route::Liveness => rivulet_common::health::liveness(),
+        Route::Track | Route::TrackBatch | Route::Identify => unreachable!("tracking routes above"),
+    }
+}
+
+/// The internal listener: liveness, readiness and metrics only.
+fn dispatch_internal<S: Sink, B>(st: &AppState<S>, route: Route, req: &Request<B>) -> Response {
+    let read_only = matches!(*req.method(), Method::GET | Method::HEAD);
+    match route {
+        Route::Liveness | Route::Readiness | Route::Metrics if !read_only => get_only(),
         Route::Liveness => rivulet_common::health::liveness(),
         Route::Readiness => handlers::readiness(st),
         Route::Metrics => handlers::metrics(st),
+        _ => IngestError::NoRoute.into_response(),
     }
 }
 

@@ -3,9 +3,11 @@
 
 use crate::auth::{Auth, AuthTtls};
 use crate::config::IngestConfig;
-use crate::rate_limit::RateLimiter;
+use crate::failures::{FailureLimit, FailureLimiter};
+use crate::rate_limit::{Budgets, LocalLimiter, RateLimiter};
 use crate::redis_link::RedisLink;
 use crate::sink::{KafkaSettings, KafkaSink};
+use crate::sites::SiteDirectory;
 use crate::state::{AppState, Shared};
 use crate::{listener, router};
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -27,6 +29,7 @@ pub fn prometheus() -> PrometheusHandle {
 pub struct Ingest {
     pub state: AppState,
     kafka: Arc<KafkaSink>,
+    registry: Registry,
 }
 
 impl Ingest {
@@ -36,14 +39,17 @@ impl Ingest {
     pub fn build(cfg: IngestConfig) -> Result<Self, CommonError> {
         let redis = Arc::new(RedisLink::new(&cfg.redis_url)?);
         let registry = Registry::new(cfg.clickhouse.connect_lazy());
+        let sites = Arc::new(SiteDirectory::new(cfg.site_refresh));
         let auth = Arc::new(Auth::new(
             redis.clone(),
-            registry,
+            registry.clone(),
             AuthTtls {
                 l1: cfg.l1_ttl,
                 redis_secs: cfg.redis_ttl_secs,
                 negative_secs: cfg.negative_ttl_secs,
             },
+            cfg.registry_max_lookups,
+            sites,
         ));
         let kafka = KafkaSink::new(KafkaSettings {
             brokers: cfg.kafka_brokers.clone(),
@@ -54,7 +60,21 @@ impl Ingest {
             compression: cfg.kafka_compression.clone(),
         })?;
         let state = AppState::new(Shared {
-            limiter: RateLimiter::new(cfg.rate_limit_per_second, redis.clone()),
+            limiter: RateLimiter::new(
+                Budgets {
+                    requests: cfg.rate_limit_per_second,
+                    events: cfg.event_rate_limit_per_second,
+                },
+                redis.clone(),
+            ),
+            browser_limiter: LocalLimiter::new(Budgets {
+                requests: cfg.browser_rate_limit_per_second,
+                events: cfg.browser_event_rate_limit_per_second,
+            }),
+            failures: FailureLimiter::new(FailureLimit {
+                burst: cfg.auth_failure_burst,
+                per_minute: cfg.auth_failures_per_minute,
+            }),
             last_used: Arc::new(crate::last_used::LastUsed::new(redis.clone())),
             cfg: Arc::new(cfg),
             auth,
@@ -63,14 +83,20 @@ impl Ingest {
             prometheus: prometheus(),
             shutting_down: Arc::new(AtomicBool::new(false)),
         });
-        Ok(Ingest { state, kafka })
+        Ok(Ingest {
+            state,
+            kafka,
+            registry,
+        })
     }
 
     /// Serves until `shutdown` resolves, then: readiness turns 503, the listener closes
     /// after `SHUTDOWN_DRAIN_MS`, in-flight requests finish, and the producer is flushed.
+    /// `internal` serves readiness and metrics until the process ends.
     pub async fn serve(
         self,
         listener: TcpListener,
+        internal: TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let st = self.state.clone();
@@ -79,6 +105,8 @@ impl Ingest {
                 .clone()
                 .listen_for_invalidations(st.cfg.redis_url.clone()),
         );
+        tokio::spawn(st.auth.sites.clone().keep_fresh(self.registry.clone()));
+        tokio::spawn(st.auth.clone().load_mac_secret());
         tokio::spawn(self.kafka.clone().watch());
         tokio::spawn(self.kafka.clone().serve_reports());
         let redis = st.redis.clone();
@@ -98,6 +126,19 @@ impl Ingest {
                 listener::raise_nofile_limit(),
             ),
         };
+        let app = st.clone();
+        let handle_internal = move |req, peer| router::handle_internal(app.clone(), peer, req);
+        let internal_limits = listener::Limits {
+            max_connections: 256,
+            ..limits
+        };
+        tracing::info!(addr = %internal.local_addr()?, "internal endpoints (readiness, metrics) listening");
+        tokio::spawn(listener::serve(
+            internal,
+            handle_internal,
+            internal_limits,
+            std::future::pending(),
+        ));
         let app = st.clone();
         let handle = move |req, peer| router::handle(app.clone(), peer, req);
         tracing::info!(addr = %listener.local_addr()?, max_connections = limits.max_connections, "rivulet-ingest listening");

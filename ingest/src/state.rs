@@ -1,10 +1,12 @@
 use crate::auth::Auth;
 use crate::config::IngestConfig;
+use crate::failures::FailureLimiter;
 use crate::last_used::LastUsed;
-use crate::rate_limit::RateLimiter;
+use crate::rate_limit::{LocalLimiter, RateLimiter};
 use crate::redis_link::RedisLink;
 use crate::sink::{KafkaSink, Sink};
 use metrics_exporter_prometheus::PrometheusHandle;
+use std::net::IpAddr;
 use std::ops::Deref;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -24,6 +26,10 @@ pub struct Shared<S: Sink = KafkaSink> {
     pub cfg: Arc<IngestConfig>,
     pub auth: Arc<Auth>,
     pub limiter: Arc<RateLimiter>,
+    /// The browser path's limit, per client address and site.
+    pub browser_limiter: LocalLimiter<(IpAddr, u32)>,
+    /// Rejections (401, 403, 404) per client address.
+    pub failures: FailureLimiter,
     pub last_used: Arc<LastUsed>,
     pub sink: Arc<S>,
     pub redis: Arc<RedisLink>,

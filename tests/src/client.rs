@@ -84,14 +84,16 @@ pub async fn statuses_of_concurrent_posts(url: &str, body: &Value, n: usize) -> 
     statuses
 }
 
-/// Sleeps until 20 ms into the next second, so that a burst of requests falls in one
-/// rate-limit window.
-pub async fn start_of_next_second() {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_millis();
-    tokio::time::sleep(Duration::from_millis(u64::from(1000 - ms) + 20)).await;
+/// Waits long enough for any key's rate-limit buckets to be full again (they hold one
+/// second's worth), so that a burst starts from a known state.
+pub async fn buckets_refilled() {
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+}
+
+/// The most a key with `limit` per second may be accepted over a burst of `elapsed`
+/// that starts with a full bucket: the bucket, and what refills meanwhile.
+pub fn bucket_allows(limit: u32, elapsed: Duration) -> usize {
+    (f64::from(limit) * (1.0 + elapsed.as_secs_f64())).floor() as usize
 }
 
 pub async fn wait_ready(url: &str, within: Duration) {

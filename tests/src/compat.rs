@@ -98,6 +98,9 @@ fn registry(rng: &mut Rng, now: u32) -> (Vec<Site>, Vec<KeyRecord>) {
         created_at: at,
         deleted,
         version,
+        domain_list: vec![domain.into(), format!("www.{domain}")],
+        allow_subdomains: u8::from(site_id == 1),
+        retention_days: if site_id == 3 { 400 } else { 0 },
     };
     let sites = vec![
         site(1, "shop.example.com", "Shop", created, 0, 1_000_001),
@@ -413,6 +416,10 @@ pub fn event(rng: &mut Rng, site_id: u32, timestamp: u32, users: u64) -> EventRo
             1 + rng.below(254)
         )
     };
+    // Web vitals on one event in eight; the rest null, as most events carry none.
+    let with_vitals = rng.chance(12);
+    let vital_ms = rng.below(4000) as f64 + 0.5;
+    let vital = || with_vitals.then_some(vital_ms);
     // Time-ordered ids, like the v7 UUIDs ingest gives events.
     let event_id = Uuid::from_u64_pair(
         (u64::from(timestamp) << 16) | 0x7000 | rng.below(0x1000),
@@ -460,6 +467,28 @@ pub fn event(rng: &mut Rng, site_id: u32, timestamp: u32, users: u64) -> EventRo
         device_type: device.into(),
         is_bot: u8::from(bot),
         ip,
+        anonymous_id: if rng.chance(30) {
+            format!("anon-{:x}", user ^ 0x5a5a)
+        } else {
+            String::new()
+        },
+        tag: if rng.chance(5) {
+            "v2-launch".into()
+        } else {
+            String::new()
+        },
+        app_version: String::new(),
+        device_model: String::new(),
+        feature_flags: if rng.chance(5) {
+            r#"{"new-checkout":"on"}"#.into()
+        } else {
+            String::new()
+        },
+        lcp: vital(),
+        cls: vital().map(|v| v / 10_000.0),
+        inp: vital(),
+        fcp: vital(),
+        ttfb: None,
     }
 }
 

@@ -132,6 +132,9 @@ pub fn free_port() -> u16 {
 pub struct Service {
     pub child: Child,
     pub url: String,
+    /// Where its readiness and metrics are served: ingest's internal address
+    /// (`INGEST_INTERNAL_ADDR`), the same as `url` for the others.
+    pub ops_url: String,
     pub log: PathBuf,
 }
 
@@ -158,9 +161,13 @@ impl Service {
     /// The service's `/metrics`, as text.
     pub async fn metrics_text(&self) -> String {
         http()
-            .get(format!("{}/metrics", self.url))
+            .get(format!("{}/metrics", self.ops_url))
             .fetch_text()
             .await
+    }
+    /// Its `/_readiness` URL.
+    pub fn readiness_url(&self) -> String {
+        format!("{}/_readiness", self.ops_url)
     }
     /// Sends SIGTERM and returns at once.
     pub fn sigterm(&self) {
@@ -215,7 +222,7 @@ fn log_file(name: &str) -> PathBuf {
 /// and waits until it answers /_readiness.
 pub async fn start_ingest(extra: &[(&str, &str)]) -> Service {
     let svc = spawn_ingest(extra);
-    wait_ready(&svc.url, Duration::from_secs(30)).await;
+    wait_ready(&svc.ops_url, Duration::from_secs(30)).await;
     svc
 }
 
@@ -231,12 +238,18 @@ pub async fn start_ingest_live(extra: &[(&str, &str)]) -> Service {
 /// defaults, the rate limit of 20 among them (the other helpers turn it off).
 pub async fn start_ingest_with_its_defaults(extra: &[(&str, &str)]) -> Service {
     let svc = spawn_service("rivulet-ingest", &[], "INGEST_ADDR", &[], extra);
-    wait_ready(&svc.url, Duration::from_secs(30)).await;
+    wait_ready(&svc.ops_url, Duration::from_secs(30)).await;
     svc
 }
 
+/// Ingest with the limits a self-hosted install runs with: none per key. Rejections per
+/// address are still counted (their own tests lower the limit).
 fn spawn_ingest(extra: &[(&str, &str)]) -> Service {
-    let defaults = [("RATE_LIMIT_PER_SECOND", "0")];
+    let defaults = [
+        ("RATE_LIMIT_PER_SECOND", "0"),
+        ("EVENT_RATE_LIMIT_PER_SECOND", "0"),
+        ("AUTH_FAILURE_BURST", "0"),
+    ];
     spawn_service("rivulet-ingest", &[], "INGEST_ADDR", &defaults, extra)
 }
 
@@ -252,6 +265,8 @@ fn spawn_service(
 ) -> Service {
     load_stack_env();
     let port = free_port();
+    // Ingest serves readiness and metrics on an address of their own.
+    let internal = (name == "rivulet-ingest").then(free_port);
     let log = log_file(name.trim_start_matches("rivulet-"));
     let out = std::fs::File::create(&log).unwrap();
     let mut cmd = Command::new(binary(name));
@@ -262,12 +277,16 @@ fn spawn_service(
         .stdin(Stdio::piped())
         .stdout(Stdio::from(out.try_clone().unwrap()))
         .stderr(Stdio::from(out));
+    if let Some(internal) = internal {
+        cmd.env("INGEST_INTERNAL_ADDR", format!("127.0.0.1:{internal}"));
+    }
     for (k, v) in defaults.iter().chain(extra) {
         cmd.env(k, v);
     }
     Service {
         child: cmd.spawn().unwrap_or_else(|e| panic!("spawn {name}: {e}")),
         url: format!("http://127.0.0.1:{port}"),
+        ops_url: format!("http://127.0.0.1:{}", internal.unwrap_or(port)),
         log,
     }
 }

@@ -40,6 +40,17 @@ fn row(site_id: u32, n: u8) -> EventRow {
         device_type: "Desktop".into(),
         is_bot: n % 2,
         ip: "2001:db8::1".into(),
+        anonymous_id: format!("device-{n}"),
+        tag: "launch".into(),
+        app_version: "2.1.0".into(),
+        device_model: "Pixel 8".into(),
+        feature_flags: r#"{"new-checkout":"on"}"#.into(),
+        // Nullable columns: a value, and null, in every row.
+        lcp: Some(2500.25),
+        cls: Some(0.05),
+        inp: n.is_multiple_of(2).then_some(120.0),
+        fcp: None,
+        ttfb: Some(0.0),
     }
 }
 

@@ -19,7 +19,7 @@ const REPEAT: usize = 8;
 
 async fn readiness(svc: &Service) -> Value {
     http()
-        .get(format!("{}/_readiness", svc.url))
+        .get(svc.readiness_url())
         .send()
         .await
         .unwrap()

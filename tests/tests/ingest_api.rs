@@ -169,7 +169,6 @@ async fn invalid_api_key_is_401() {
     let upper = f.key.to_uppercase();
     let spaced = format!(" {}", f.key);
     let cases: Vec<Value> = vec![
-        json!({"site_id": f.site_id}),
         json!({"api_key": 42, "site_id": f.site_id}),
         json!({"api_key": "rb_short", "site_id": f.site_id}),
         json!({"api_key": unknown, "site_id": f.site_id}),
@@ -188,6 +187,10 @@ async fn invalid_api_key_is_401() {
     }
     let (status, _) = post(json!({"api_key": other_key, "site_id": other_site})).await;
     assert_eq!(status, 200);
+    // No key at all is a browser event, and without an Origin the site lists it is 403.
+    let (status, b) = post(json!({"site_id": f.site_id})).await;
+    assert_eq!(status, 403, "{b}");
+    assert_eq!(b["success"], json!(false));
 }
 
 #[tokio::test]
@@ -276,8 +279,9 @@ async fn the_default_rate_limit_is_20_per_second() {
     let (site, key) = site_with_key().await;
     let ingest = start_ingest_with_its_defaults(&[]).await;
     let url = format!("{}/api/track", ingest.url);
-    start_of_next_second().await;
+    let started = std::time::Instant::now();
     let resps = post_concurrently(&url, &json!({"api_key": key, "site_id": site}), 25).await;
+    let elapsed = started.elapsed();
     let mut statuses = Vec::new();
     let mut message = None;
     for r in resps {
@@ -288,8 +292,12 @@ async fn the_default_rate_limit_is_20_per_second() {
                 .map(String::from);
         }
     }
-    statuses.sort_unstable();
-    assert_eq!(statuses, [[200; 20].as_slice(), &[429; 5]].concat());
+    let ok = statuses.iter().filter(|s| **s == 200).count();
+    assert_eq!(ok + statuses.iter().filter(|s| **s == 429).count(), 25);
+    assert!(
+        (20..=bucket_allows(20, elapsed)).contains(&ok),
+        "{statuses:?} in {elapsed:?}"
+    );
     assert_eq!(
         message.as_deref(),
         Some("Rate limit exceeded. Maximum 20 requests per second per API key.")
@@ -301,8 +309,9 @@ async fn rate_limit_is_429_with_retry_after_and_the_configured_number() {
     let (site, key) = site_with_key().await;
     let limited = start_ingest(&[("RATE_LIMIT_PER_SECOND", "5")]).await;
     let url = format!("{}/api/track", limited.url);
-    start_of_next_second().await;
+    let started = std::time::Instant::now();
     let resps = post_concurrently(&url, &json!({"api_key": key, "site_id": site}), 12).await;
+    let elapsed = started.elapsed();
     let doc = openapi::document(&limited.url).await;
     let mut ok = 0;
     let mut limited_count = 0;
@@ -322,9 +331,19 @@ async fn rate_limit_is_429_with_retry_after_and_the_configured_number() {
             s => panic!("unexpected {s}"),
         }
     }
-    assert_eq!((ok, limited_count), (5, 7));
-    assert_eq!(limited.metric("ingest_rate_limited_total").await, 7.0);
-    assert_eq!(limited.metric("ingest_events_accepted_total").await, 5.0);
+    assert_eq!(ok + limited_count, 12);
+    assert!(
+        (5..=bucket_allows(5, elapsed)).contains(&ok),
+        "{ok} in {elapsed:?}"
+    );
+    assert_eq!(
+        limited.metric("ingest_rate_limited_total").await,
+        limited_count as f64
+    );
+    assert_eq!(
+        limited.metric("ingest_events_accepted_total").await,
+        ok as f64
+    );
 }
 
 #[tokio::test]

@@ -51,7 +51,7 @@ impl Fx {
         self.client.post(&self.url).json(&self.body).fetch().await
     }
     async fn readiness(&self) -> reqwest::Response {
-        let url = format!("{}/_readiness", self.ingest.url);
+        let url = self.ingest.readiness_url();
         self.client.get(url).fetch().await
     }
 }
@@ -136,7 +136,7 @@ async fn kafka_down_gives_503_never_200_and_recovers_without_restart() {
             }
         })
         .await;
-    wait_ready(&ingest.url, Duration::from_secs(10)).await;
+    wait_ready(&ingest.ops_url, Duration::from_secs(10)).await;
 }
 
 #[tokio::test]
@@ -162,18 +162,23 @@ async fn redis_down_keeps_cached_keys_working_and_fails_open() {
         .await;
     assert!(ingest.metric("ingest_rate_limit_fail_open_total").await > 0.0);
 
-    // Failing open is to the same limit, per process: 12 requests in one second, 5 pass.
-    start_of_next_second().await;
-    assert_eq!(
-        statuses_of_concurrent_posts(&fx.url, &fx.body, 12).await,
-        [[200; 5].as_slice(), &[429; 7]].concat()
+    // Failing open is to the same limit, per process: of 12 requests at once, 5 pass
+    // (and what refills while they are answered).
+    buckets_refilled().await;
+    let started = Instant::now();
+    let statuses = statuses_of_concurrent_posts(&fx.url, &fx.body, 12).await;
+    let ok = statuses.iter().filter(|s| **s == 200).count();
+    assert_eq!(ok + statuses.iter().filter(|s| **s == 429).count(), 12);
+    assert!(
+        (5..=bucket_allows(5, started.elapsed())).contains(&ok),
+        "{statuses:?}"
     );
     assert_eq!(ingest.metric("ingest_redis_up").await, 0.0);
     assert_eq!(fx.readiness().await.status(), 503);
     assert!(ingest.logs().contains("Redis is unreachable"));
 
     drop(restore);
-    wait_ready(&ingest.url, Duration::from_secs(15)).await;
+    wait_ready(&ingest.ops_url, Duration::from_secs(15)).await;
     assert_eq!(fx.post().await.status(), 200);
 }
 
@@ -214,7 +219,7 @@ async fn known_keys_keep_working_from_the_in_process_cache_when_redis_and_the_re
 
     drop(restore_clickhouse);
     drop(restore_redis);
-    wait_ready(&fx.ingest.url, Duration::from_secs(15)).await;
+    wait_ready(&fx.ingest.ops_url, Duration::from_secs(15)).await;
     assert_eq!(post_other().await.status(), 200);
 }
 
@@ -272,7 +277,7 @@ async fn readiness_is_503_until_kafka_has_answered() {
     let unreachable = format!("127.0.0.1:{}", free_port());
     let ingest = start_ingest_live(&[("KAFKA_BROKERS", unreachable.as_str())]).await;
     let client = http();
-    let ready = format!("{}/_readiness", ingest.url);
+    let ready = ingest.readiness_url();
     Pace::within(Duration::from_secs(3))
         .every(Duration::from_millis(50))
         .repeat(|_| async {
@@ -292,7 +297,7 @@ async fn readiness_turns_503_at_sigterm_while_the_drain_still_serves() {
     let _serial = SERIAL.lock().await;
     let (site, key) = site_with_key().await;
     let mut ingest = start_ingest(&[("SHUTDOWN_DRAIN_MS", "3000")]).await;
-    let ready = format!("{}/_readiness", ingest.url);
+    let ready = ingest.readiness_url();
     assert_eq!(http().get(&ready).fetch_status().await, 200);
 
     ingest.sigterm();

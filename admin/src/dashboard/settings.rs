@@ -11,6 +11,7 @@ use axum::extract::{Form, Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Extension;
 use maud::html;
+use rivulet_common::registry::SiteChanges;
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -67,9 +68,24 @@ pub async fn update(
     Path(site_id): Path<u32>,
     Form(f): Form<SiteForm>,
 ) -> Result<Response, PageError> {
-    st.ops
-        .update_site(site_id, &f.domain, Some(&f.name))
-        .await?;
+    // The primary domain leads the site's list; the other domains stay.
+    let site = st.ops.site(site_id).await?;
+    let primary = rivulet_common::registry::validate_domain(&f.domain)?;
+    let mut domains = vec![primary.clone()];
+    domains.extend(
+        site.domains()
+            .into_iter()
+            .filter(|d| *d != primary && *d != site.domain),
+    );
+    let name = Some(f.name.trim())
+        .filter(|n| !n.is_empty())
+        .unwrap_or(&primary);
+    let changes = SiteChanges {
+        name: Some(name.to_string()),
+        domains: Some(domains),
+        ..SiteChanges::default()
+    };
+    st.ops.update_site(site_id, &changes).await?;
     Ok(Redirect::to(&format!("/sites/{site_id}/settings?saved=1")).into_response())
 }
 

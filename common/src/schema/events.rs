@@ -43,7 +43,27 @@ pub const COLUMNS: &[Column] = &[
     col("device_type", "String"),
     col("is_bot", "UInt8"),
     col("ip", "String"),
+    // Migration 4: the identity and browser fields, and web vitals.
+    col("anonymous_id", "String"),
+    col("tag", "String"),
+    col("app_version", "String"),
+    col("device_model", "String"),
+    col("feature_flags", "String"),
+    col("lcp", "Nullable(Float64)"),
+    col("cls", "Nullable(Float64)"),
+    col("inp", "Nullable(Float64)"),
+    col("fcp", "Nullable(Float64)"),
+    col("ttfb", "Nullable(Float64)"),
 ];
+
+/// How many of [`COLUMNS`] the table had when migration 1 created it; migration 4 adds
+/// the rest ([`added_columns`]).
+pub const V1_COLUMNS: usize = 30;
+
+/// The columns migration 4 adds, as a variant types them.
+pub fn added_columns(variant: SchemaVariant) -> Vec<Column> {
+    columns(variant).split_off(V1_COLUMNS)
+}
 
 /// The `String` columns whose values repeat (a few dozen to a few thousand distinct
 /// values): `LowCardinality(String)` in [`SchemaVariant::LowCardinality`]. Not `city`
@@ -109,7 +129,7 @@ pub fn create_statements(topology: &Topology) -> Vec<String> {
 
 /// The DDL of `events` for a variant, `{db}` standing for the database.
 pub fn create_statements_for(topology: &Topology, variant: SchemaVariant) -> Vec<String> {
-    let columns = column_definitions(&columns(variant));
+    let columns = column_definitions(&columns(variant)[..V1_COLUMNS]);
     match topology {
         Topology::SingleNode => vec![format!(
             "CREATE TABLE IF NOT EXISTS {{db}}.{TABLE} {columns}\n\
@@ -128,6 +148,29 @@ pub fn create_statements_for(topology: &Topology, variant: SchemaVariant) -> Vec
             ),
         ],
     }
+}
+
+/// Migration 4: the columns added to `events` since it was created, one `ALTER` per
+/// column so that a column another run added first is only an "already exists" to skip.
+/// On a cluster both the local tables and the `Distributed` table get them.
+pub fn add_column_statements(topology: &Topology, variant: SchemaVariant) -> Vec<String> {
+    let tables: &[&str] = match topology {
+        Topology::SingleNode => &[TABLE],
+        Topology::Cluster { .. } => &[LOCAL_TABLE, TABLE],
+    };
+    let on_cluster = topology.on_cluster();
+    tables
+        .iter()
+        .flat_map(|table| {
+            let on_cluster = on_cluster.clone();
+            added_columns(variant).into_iter().map(move |c| {
+                format!(
+                    "ALTER TABLE {{db}}.{table}{on_cluster} ADD COLUMN {} {}",
+                    c.name, c.ch_type
+                )
+            })
+        })
+        .collect()
 }
 
 /// One row of `events`: what the enricher writes. Field names and order are [`COLUMNS`]'.
@@ -166,6 +209,16 @@ pub struct EventRow {
     pub device_type: String,
     pub is_bot: u8,
     pub ip: String,
+    pub anonymous_id: String,
+    pub tag: String,
+    pub app_version: String,
+    pub device_model: String,
+    pub feature_flags: String,
+    pub lcp: Option<f64>,
+    pub cls: Option<f64>,
+    pub inp: Option<f64>,
+    pub fcp: Option<f64>,
+    pub ttfb: Option<f64>,
 }
 
 impl EventRow {
@@ -216,6 +269,29 @@ impl EventRow {
         }
         out.push(self.is_bot);
         put_string(out, &self.ip);
+        for s in [
+            &self.anonymous_id,
+            &self.tag,
+            &self.app_version,
+            &self.device_model,
+            &self.feature_flags,
+        ] {
+            put_string(out, s);
+        }
+        for v in [self.lcp, self.cls, self.inp, self.fcp, self.ttfb] {
+            put_nullable_f64(out, v);
+        }
+    }
+}
+
+/// RowBinary `Nullable(Float64)`: 1 for null, else 0 and the value.
+fn put_nullable_f64(out: &mut Vec<u8>, v: Option<f64>) {
+    match v {
+        None => out.push(1),
+        Some(f) => {
+            out.push(0);
+            out.extend_from_slice(&f.to_le_bytes());
+        }
     }
 }
 
@@ -273,6 +349,10 @@ mod tests {
                 serde_json::json!(u32::from_le_bytes(take(bytes, 4).try_into().unwrap()))
             }
             "Float64" => serde_json::json!(f64::from_le_bytes(take(bytes, 8).try_into().unwrap())),
+            "Nullable(Float64)" => match take(bytes, 1)[0] {
+                1 => serde_json::Value::Null,
+                _ => read_value("Float64", bytes),
+            },
             "String" => {
                 let (mut len, mut shift) = (0usize, 0);
                 loop {
@@ -327,6 +407,16 @@ mod tests {
             device_type: s(),
             is_bot: 1,
             ip: s().repeat(40),
+            anonymous_id: s(),
+            tag: s(),
+            app_version: s(),
+            device_model: s(),
+            feature_flags: s(),
+            lcp: Some(2500.5),
+            cls: Some(0.125),
+            inp: None,
+            fcp: Some(900.0),
+            ttfb: Some(0.0),
         }
     }
 
@@ -352,11 +442,14 @@ mod tests {
     fn the_ddl_and_the_insert_name_every_column() {
         for variant in [SchemaVariant::Portable, SchemaVariant::LowCardinality] {
             for topology in [Topology::SingleNode, Topology::Cluster { name: "c".into() }] {
-                let ddl = create_statements_for(&topology, variant).join("\n");
+                let mut ddl = create_statements_for(&topology, variant);
+                ddl.extend(add_column_statements(&topology, variant));
+                let ddl = ddl.join("\n");
                 for c in columns(variant) {
                     assert!(
                         ddl.contains(&format!("    {} {},", c.name, c.ch_type))
-                            || ddl.contains(&format!("    {} {}\n)", c.name, c.ch_type)),
+                            || ddl.contains(&format!("    {} {}\n)", c.name, c.ch_type))
+                            || ddl.contains(&format!("ADD COLUMN {} {}", c.name, c.ch_type)),
                         "{}",
                         c.name
                     );

@@ -30,6 +30,22 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 2,
         name: "sites and api_keys registry",
     },
+    Migration {
+        version: 3,
+        name: "site domains and retention; secrets",
+    },
+    Migration {
+        version: 4,
+        name: "events: anonymous id, browser fields, web vitals",
+    },
+    Migration {
+        version: 5,
+        name: "identity: person_aliases and person_traits",
+    },
+    Migration {
+        version: 6,
+        name: "privacy: erasure requests and ledger; retention runs",
+    },
 ];
 
 const SITES_COLUMNS: &str = "(
@@ -51,6 +67,94 @@ const API_KEYS_COLUMNS: &str = "(
     revoked UInt8,
     version UInt64
 )";
+
+/// Migration 3: what a site says about itself beyond its name. `domains` is the full list
+/// the browser path accepts (empty in rows written before it: the primary `domain` then),
+/// `allow_subdomains` whether they cover their subdomains, `retention_days` how long its
+/// events are kept (0: for ever).
+const SITES_ADDED_COLUMNS: &[(&str, &str)] = &[
+    ("domains", "Array(String)"),
+    ("allow_subdomains", "UInt8"),
+    ("retention_days", "UInt32"),
+];
+
+/// Server-side secrets that every process reading the registry shares (the MAC key of
+/// ingest's cached key entries): made once by `migrate`, never shown.
+const SECRETS_COLUMNS: &str = "(
+    name String,
+    value String,
+    created_at DateTime
+)";
+
+/// Migration 5. An anonymous id's owner: the first user to claim it keeps it, so `version`
+/// falls with the claim's time (ReplacingMergeTree keeps the highest).
+const PERSON_ALIASES_COLUMNS: &str = "(
+    site_id UInt32,
+    anonymous_id String,
+    user_id String,
+    claimed_at_ms UInt64,
+    version UInt64
+)";
+
+/// A user's traits, one row per trait; the latest `set_at_ms` wins, and `removed` is a
+/// trait set to null.
+const PERSON_TRAITS_COLUMNS: &str = "(
+    site_id UInt32,
+    user_id String,
+    name String,
+    value String,
+    removed UInt8,
+    set_at_ms UInt64
+)";
+
+/// Migration 6. One row per state of an erasure request (its receipt); the highest
+/// `version` is the current state.
+const ERASURE_REQUESTS_COLUMNS: &str = "(
+    request_id String,
+    site_id UInt32,
+    subject_kind String,
+    subject String,
+    suppress UInt8,
+    requested_at_ms UInt64,
+    state String,
+    reason String,
+    rows_removed UInt64,
+    ids String,
+    updated_at DateTime,
+    version UInt64
+)";
+
+/// The ids erased, which the enricher, replay and import consult: an event of one of them
+/// received or dated before `erased_at_ms` is never stored again.
+const ERASURE_LEDGER_COLUMNS: &str = "(
+    site_id UInt32,
+    id_kind String,
+    id String,
+    erased_at_ms UInt64,
+    request_id String,
+    suppress UInt8
+)";
+
+/// When retention last pruned a site, up to when, and how many rows it removed.
+const RETENTION_RUNS_COLUMNS: &str = "(
+    site_id UInt32,
+    ran_at DateTime,
+    cutoff DateTime,
+    rows_removed UInt64
+)";
+
+/// `ALTER TABLE … ADD COLUMN` for each column, on every server of a cluster.
+fn add_columns(topology: &Topology, table: &str, columns: &[(&str, &str)]) -> Vec<String> {
+    columns
+        .iter()
+        .map(|(name, ch_type)| {
+            format!(
+                "ALTER TABLE {{db}}.{table}{} ADD COLUMN {name} {ch_type}",
+                topology.on_cluster()
+            )
+        })
+        .collect()
+}
 
 /// A table of the registry: plain on one server; on a cluster replicated to every server.
 /// The replica name joins the shard and replica macros, since the replication group
@@ -100,6 +204,57 @@ pub fn statements_for(version: u32, topology: &Topology, variant: SchemaVariant)
                 "key_hash",
             ),
         ],
+        3 => {
+            let mut all = add_columns(topology, "sites", SITES_ADDED_COLUMNS);
+            all.push(registry_table(
+                topology,
+                "secrets",
+                SECRETS_COLUMNS,
+                None,
+                "(name, value)",
+            ));
+            all
+        }
+        4 => events::add_column_statements(topology, variant),
+        5 => vec![
+            registry_table(
+                topology,
+                "person_aliases",
+                PERSON_ALIASES_COLUMNS,
+                Some("version"),
+                "(site_id, anonymous_id)",
+            ),
+            registry_table(
+                topology,
+                "person_traits",
+                PERSON_TRAITS_COLUMNS,
+                Some("set_at_ms"),
+                "(site_id, user_id, name)",
+            ),
+        ],
+        6 => vec![
+            registry_table(
+                topology,
+                "erasure_requests",
+                ERASURE_REQUESTS_COLUMNS,
+                Some("version"),
+                "request_id",
+            ),
+            registry_table(
+                topology,
+                "erasure_ledger",
+                ERASURE_LEDGER_COLUMNS,
+                None,
+                "(site_id, id_kind, id, request_id)",
+            ),
+            registry_table(
+                topology,
+                "retention_runs",
+                RETENTION_RUNS_COLUMNS,
+                None,
+                "(site_id, ran_at)",
+            ),
+        ],
         other => panic!("no migration {other}"),
     }
 }
@@ -138,6 +293,9 @@ pub fn all_statements_for(topology: &Topology, variant: SchemaVariant) -> Vec<St
 
 // 57 TABLE_ALREADY_EXISTS, 82 DATABASE_ALREADY_EXISTS: a concurrent run got there first.
 const ALREADY_EXISTS: &[u32] = &[57, 82];
+// An ADD COLUMN another run made first: 15 DUPLICATE_COLUMN on current servers, 44
+// ILLEGAL_COLUMN ("column with this name already exists") on 18.16.
+const COLUMN_EXISTS: &[u32] = &[15, 44];
 
 #[derive(Row, Serialize, Deserialize)]
 struct Applied {
@@ -184,7 +342,44 @@ pub async fn migrate(db: &Db) -> Result<Vec<u32>, CommonError> {
         );
         applied_now.push(m.version);
     }
+    ensure_secret(db, KEY_CACHE_MAC_SECRET).await?;
     Ok(applied_now)
+}
+
+/// The name, in `secrets`, of the key under which ingest signs its cached key entries.
+pub const KEY_CACHE_MAC_SECRET: &str = "key_cache_mac";
+
+#[derive(Row, Serialize, Deserialize)]
+struct SecretRow {
+    name: String,
+    value: String,
+    created_at: u32,
+}
+
+/// Makes the secret `name` (32 random bytes, hex) unless it exists. Two runs at once may
+/// both make one: readers take the smallest value, so they agree once both are written.
+async fn ensure_secret(db: &Db, name: &str) -> Result<(), CommonError> {
+    let count: u64 = db
+        .client
+        .query(super::queries::SECRET_COUNT)
+        .bind(name)
+        .fetch_one()
+        .await?;
+    if count > 0 {
+        return Ok(());
+    }
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the operating system's random source failed");
+    let mut insert = db.client.insert::<SecretRow>("secrets").await?;
+    insert
+        .write(&SecretRow {
+            name: name.to_string(),
+            value: hex::encode(bytes),
+            created_at: now_secs(),
+        })
+        .await?;
+    insert.end().await?;
+    Ok(())
 }
 
 pub async fn applied_versions(db: &Db) -> Result<Vec<u32>, CommonError> {
@@ -198,6 +393,11 @@ pub async fn applied_versions(db: &Db) -> Result<Vec<u32>, CommonError> {
 async fn run(db: &Db, sql: &str) -> Result<(), CommonError> {
     match db.root.query(sql).execute().await {
         Err(e) if is_server_error(&e, ALREADY_EXISTS) => Ok(()),
+        Err(e)
+            if is_server_error(&e, COLUMN_EXISTS) && e.to_string().contains("already exists") =>
+        {
+            Ok(())
+        }
         other => Ok(other?),
     }
 }
@@ -222,10 +422,11 @@ mod tests {
         let cluster = all_statements(&Topology::Cluster {
             name: "rivulet".into(),
         });
+        let added = super::events::added_columns(SchemaVariant::Portable).len();
         assert_eq!(
-            single.len(),
-            cluster.len() - 1,
-            "events adds its local table"
+            single.len() + 1 + added,
+            cluster.len(),
+            "events adds its local table, and the columns of migration 4 go to both"
         );
         assert!(cluster.iter().all(|s| s.contains(" ON CLUSTER rivulet")));
         assert!(cluster.iter().any(|s| s.contains(

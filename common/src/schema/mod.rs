@@ -13,6 +13,7 @@
 
 pub mod events;
 pub mod migrations;
+pub mod people;
 pub mod queries;
 
 pub use crate::topology::Topology;

@@ -13,10 +13,10 @@ pub const APPLIED_MIGRATIONS: &str =
 // The registry. Both tables are ReplacingMergeTree(version): FINAL reads each row's
 // latest version. Columns are listed in the order of `registry::Site` and `KeyRecord`.
 pub const SITES_MAX_ID: &str = "SELECT max(site_id) FROM sites";
-pub const SITES_ACTIVE: &str = "SELECT site_id, domain, name, created_at, deleted, version \
-     FROM sites FINAL WHERE deleted = 0 ORDER BY site_id";
-pub const SITE_BY_ID: &str = "SELECT site_id, domain, name, created_at, deleted, version \
-     FROM sites FINAL WHERE site_id = ? AND deleted = 0";
+pub const SITES_ACTIVE: &str = "SELECT site_id, domain, name, created_at, deleted, version, \
+     domains, allow_subdomains, retention_days FROM sites FINAL WHERE deleted = 0 ORDER BY site_id";
+pub const SITE_BY_ID: &str = "SELECT site_id, domain, name, created_at, deleted, version, \
+     domains, allow_subdomains, retention_days FROM sites FINAL WHERE site_id = ? AND deleted = 0";
 pub const KEYS_OF_SITE: &str =
     "SELECT key_hash, key_id, key_prefix, site_id, created_at, revoked_at, revoked, version \
      FROM api_keys FINAL WHERE site_id = ? ORDER BY created_at, key_id";
@@ -26,6 +26,11 @@ pub const KEY_BY_HASH: &str =
 pub const KEY_BY_ID: &str =
     "SELECT key_hash, key_id, key_prefix, site_id, created_at, revoked_at, revoked, version \
      FROM api_keys FINAL WHERE key_id = ?";
+
+/// A shared secret (`migrations::ensure_secret`): the smallest value of the name wins, so
+/// that two made at once are read the same everywhere.
+pub const SECRET_COUNT: &str = "SELECT count() FROM secrets WHERE name = ?";
+pub const SECRET_VALUE: &str = "SELECT min(value) FROM secrets WHERE name = ?";
 
 /// `rivulet-admin replay`: the stored rows (as `FINAL` shows them) of one site in a time
 /// range, to compare with what re-enrichment makes of them. Columns in `EventRow`'s order.
@@ -97,7 +102,18 @@ pub const OVERVIEW_LATEST: &str =
 
 /// The tables the product inserts RowBinary rows into (the enricher: `events`; the
 /// registry and migrations: the others).
-pub const INSERT_TABLES: &[&str] = &["events", "sites", "api_keys", "schema_migrations"];
+pub const INSERT_TABLES: &[&str] = &[
+    "events",
+    "sites",
+    "api_keys",
+    "schema_migrations",
+    "secrets",
+    "person_aliases",
+    "person_traits",
+    "erasure_requests",
+    "erasure_ledger",
+    "retention_runs",
+];
 
 /// A named statement and how many values it binds.
 #[derive(Clone, Copy, Debug)]
@@ -130,6 +146,8 @@ pub const ALL: &[Statement] = &[
     st("keys_of_site", KEYS_OF_SITE),
     st("key_by_hash", KEY_BY_HASH),
     st("key_by_id", KEY_BY_ID),
+    st("secret_count", SECRET_COUNT),
+    st("secret_value", SECRET_VALUE),
     st("overview_totals", OVERVIEW_TOTALS),
     st("overview_hourly", OVERVIEW_HOURLY),
     st("overview_top_pages", OVERVIEW_TOP_PAGES),

@@ -18,7 +18,7 @@ async fn track(body: Bytes) -> Json<Value> {
 }
 
 async fn track_batch(body: Bytes) -> Json<Value> {
-    Json(json!({"success": parse_batch(&body).is_ok()}))
+    Json(json!({"success": parse_batch(&body, 500).is_ok()}))
 }
 
 #[tokio::main]

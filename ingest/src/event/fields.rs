@@ -12,7 +12,8 @@
 //! it and validating it cost ~5 µs of ingest's time per request (BENCHMARKS.md, "Design
 //! notes").
 
-use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
 
@@ -72,11 +73,23 @@ pub struct EventFields<'a> {
     pub properties: Option<Field<'a>>,
     pub event_id: Option<Field<'a>>,
     pub timestamp: Option<Field<'a>>,
+    pub anonymous_id: Option<Field<'a>>,
+    pub tag: Option<Field<'a>>,
+    pub app_version: Option<Field<'a>>,
+    pub device_model: Option<Field<'a>>,
+    pub lcp: Option<Field<'a>>,
+    pub cls: Option<Field<'a>>,
+    pub inp: Option<Field<'a>>,
+    pub fcp: Option<Field<'a>>,
+    pub ttfb: Option<Field<'a>>,
+    /// An object of strings: kept as its JSON text (borrowed from the body, not built), and
+    /// read entry by entry when it is validated.
+    pub feature_flags: Option<RawJson<'a>>,
 }
 
 impl<'a> EventFields<'a> {
-    /// The JSON names of the known fields.
-    pub const NAMES: [&'static str; 18] = [
+    /// The JSON names of the known fields held as a [`Field`] (`feature_flags` is not one).
+    pub const NAMES: [&'static str; 27] = [
         "api_key",
         "site_id",
         "type",
@@ -95,6 +108,15 @@ impl<'a> EventFields<'a> {
         "properties",
         "event_id",
         "timestamp",
+        "anonymous_id",
+        "tag",
+        "app_version",
+        "device_model",
+        "lcp",
+        "cls",
+        "inp",
+        "fcp",
+        "ttfb",
     ];
 
     /// The slot of a known field by its JSON name; `None` for unknown names.
@@ -118,9 +140,54 @@ impl<'a> EventFields<'a> {
             "properties" => &mut self.properties,
             "event_id" => &mut self.event_id,
             "timestamp" => &mut self.timestamp,
+            "anonymous_id" => &mut self.anonymous_id,
+            "tag" => &mut self.tag,
+            "app_version" => &mut self.app_version,
+            "device_model" => &mut self.device_model,
+            "lcp" => &mut self.lcp,
+            "cls" => &mut self.cls,
+            "inp" => &mut self.inp,
+            "fcp" => &mut self.fcp,
+            "ttfb" => &mut self.ttfb,
             _ => return None,
         })
     }
+}
+
+/// A JSON value kept as its text, borrowed from the body.
+#[derive(Debug, Clone, Copy)]
+pub struct RawJson<'a>(pub &'a RawValue);
+
+impl<'a> RawJson<'a> {
+    /// The value's JSON text; `None` for `null`.
+    pub fn text(self) -> Option<&'a str> {
+        Some(self.0.get()).filter(|t| *t != "null")
+    }
+}
+
+impl PartialEq for RawJson<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl<'de> Deserialize<'de> for RawJson<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <&'de RawValue>::deserialize(d).map(RawJson)
+    }
+}
+
+/// A `POST /api/identify` body.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct IdentifyFields<'a> {
+    pub api_key: Option<Field<'a>>,
+    pub site_id: Option<Field<'a>>,
+    pub user_id: Option<Field<'a>>,
+    pub anonymous_id: Option<Field<'a>>,
+    pub event_id: Option<Field<'a>>,
+    pub timestamp: Option<Field<'a>>,
+    /// An object, kept as its JSON text.
+    pub traits: Option<RawJson<'a>>,
 }
 
 /// A `POST /api/track/batch` body: the envelope's key and site, and its events.
@@ -129,12 +196,17 @@ pub struct BatchFields<'a> {
     pub api_key: Option<Field<'a>>,
     pub site_id: Option<Field<'a>>,
     pub events: Option<Events<'a>>,
+    /// The most events kept: the rest of a longer array is read and dropped unbuilt.
+    max_events: usize,
 }
 
 /// The `events` of a batch.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Events<'a> {
     List(Vec<Item<'a>>),
+    /// An array of more than the batch's limit: its items past the limit were checked as
+    /// JSON but not kept, so that memory stays bounded by the limit, not by the body.
+    TooMany,
     /// Not an array (null included).
     NotAList,
 }
@@ -157,16 +229,32 @@ pub enum BodyError {
 
 /// Reads a `POST /api/track` body.
 pub fn parse_event(body: &[u8]) -> Result<EventFields<'_>, BodyError> {
-    parse_object::<EventFields>(body)
+    parse_object(body, EventFields::default())
 }
 
-/// Reads a `POST /api/track/batch` body.
-pub fn parse_batch(body: &[u8]) -> Result<BatchFields<'_>, BodyError> {
-    parse_object::<BatchFields>(body)
+/// Reads a `POST /api/track/batch` body, keeping at most `max_events` events: a longer
+/// `events` array is [`Events::TooMany`].
+pub fn parse_batch(body: &[u8], max_events: usize) -> Result<BatchFields<'_>, BodyError> {
+    parse_object(
+        body,
+        BatchFields {
+            max_events,
+            ..BatchFields::default()
+        },
+    )
 }
 
-fn parse_object<'a, T: ObjectFields<'a>>(body: &'a [u8]) -> Result<T, BodyError> {
-    match serde_json::from_slice::<ObjectOr<T>>(body) {
+/// Reads a `POST /api/identify` body.
+pub fn parse_identify(body: &[u8]) -> Result<IdentifyFields<'_>, BodyError> {
+    parse_object(body, IdentifyFields::default())
+}
+
+fn parse_object<'a, T: ObjectFields<'a>>(body: &'a [u8], empty: T) -> Result<T, BodyError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let read = ObjectSeed(empty)
+        .deserialize(&mut de)
+        .and_then(|value| de.end().map(|()| value));
+    match read {
         Ok(ObjectOr::Object(fields)) => Ok(fields),
         Ok(ObjectOr::Other) => Err(BodyError::NotAnObject),
         Err(e) => Err(BodyError::Json(e)),
@@ -181,6 +269,10 @@ trait ObjectFields<'de>: Default {
 
 impl<'de> ObjectFields<'de> for EventFields<'de> {
     fn read_entry<A: MapAccess<'de>>(&mut self, name: &str, map: &mut A) -> Result<(), A::Error> {
+        if name == "feature_flags" {
+            self.feature_flags = Some(map.next_value()?);
+            return Ok(());
+        }
         match self.slot(name) {
             Some(slot) => *slot = Some(map.next_value()?),
             None => {
@@ -196,7 +288,11 @@ impl<'de> ObjectFields<'de> for BatchFields<'de> {
         match name {
             "api_key" => self.api_key = Some(map.next_value()?),
             "site_id" => self.site_id = Some(map.next_value()?),
-            "events" => self.events = Some(map.next_value()?),
+            "events" => {
+                self.events = Some(map.next_value_seed(EventsSeed {
+                    max: self.max_events,
+                })?)
+            }
             _ => {
                 map.next_value::<Skip>()?;
             }
@@ -205,8 +301,33 @@ impl<'de> ObjectFields<'de> for BatchFields<'de> {
     }
 }
 
-fn read_object<'de, T: ObjectFields<'de>, A: MapAccess<'de>>(mut map: A) -> Result<T, A::Error> {
-    let mut fields = T::default();
+impl<'de> ObjectFields<'de> for IdentifyFields<'de> {
+    fn read_entry<A: MapAccess<'de>>(&mut self, name: &str, map: &mut A) -> Result<(), A::Error> {
+        let slot = match name {
+            "api_key" => &mut self.api_key,
+            "site_id" => &mut self.site_id,
+            "user_id" => &mut self.user_id,
+            "anonymous_id" => &mut self.anonymous_id,
+            "event_id" => &mut self.event_id,
+            "timestamp" => &mut self.timestamp,
+            "traits" => {
+                self.traits = Some(map.next_value()?);
+                return Ok(());
+            }
+            _ => {
+                map.next_value::<Skip>()?;
+                return Ok(());
+            }
+        };
+        *slot = Some(map.next_value()?);
+        Ok(())
+    }
+}
+
+fn read_object<'de, T: ObjectFields<'de>, A: MapAccess<'de>>(
+    mut fields: T,
+    mut map: A,
+) -> Result<T, A::Error> {
     while let Some(Key(name)) = map.next_key()? {
         fields.read_entry(&name, &mut map)?;
     }
@@ -244,37 +365,64 @@ enum ObjectOr<T> {
     Other,
 }
 
-impl<'de, T: ObjectFields<'de>> Deserialize<'de> for ObjectOr<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<T>(std::marker::PhantomData<T>);
+/// Reads an [`ObjectOr`] into the given empty fields (which may carry settings, such as
+/// a batch's limit).
+struct ObjectSeed<T>(T);
+
+impl<'de, T: ObjectFields<'de>> DeserializeSeed<'de> for ObjectSeed<T> {
+    type Value = ObjectOr<T>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        struct V<T>(T);
         impl<'de, T: ObjectFields<'de>> Visitor<'de> for V<T> {
             type Value = ObjectOr<T>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("any JSON value")
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                read_object(map).map(ObjectOr::Object)
+                read_object(self.0, map).map(ObjectOr::Object)
             }
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
                 drain_seq(seq).map(|()| ObjectOr::Other)
             }
             scalars_answer!(ObjectOr::Other);
         }
-        d.deserialize_any(V(std::marker::PhantomData))
+        d.deserialize_any(V(self.0))
     }
 }
 
-impl<'de> Deserialize<'de> for Events<'de> {
+impl<'de, T: ObjectFields<'de>> Deserialize<'de> for ObjectOr<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
+        ObjectSeed(T::default()).deserialize(d)
+    }
+}
+
+/// Reads a batch's `events`, keeping at most `max` of them.
+struct EventsSeed {
+    max: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for EventsSeed {
+    type Value = Events<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        struct V {
+            max: usize,
+        }
         impl<'de> Visitor<'de> for V {
             type Value = Events<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("any JSON value")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+                let mut items = Vec::new();
                 while let Some(item) = seq.next_element::<ObjectOr<EventFields<'de>>>()? {
+                    if items.len() == self.max {
+                        // One past the limit: the answer is decided. The rest is still
+                        // read (the body must be JSON) but nothing of it is built.
+                        drain_seq(seq)?;
+                        return Ok(Events::TooMany);
+                    }
                     items.push(match item {
                         ObjectOr::Object(fields) => Item::Event(fields),
                         ObjectOr::Other => Item::NotAnObject,
@@ -287,7 +435,7 @@ impl<'de> Deserialize<'de> for Events<'de> {
             }
             scalars_answer!(Events::NotAList);
         }
-        d.deserialize_any(V)
+        d.deserialize_any(V { max: self.max })
     }
 }
 
@@ -520,7 +668,7 @@ mod tests {
 
     #[test]
     fn a_batch_has_its_envelope_and_its_events() {
-        let b = parse_batch(br#"{"api_key":"k","site_id":3,"pathname":"/ignored","events":[{"pathname":"/a"},1,{}]}"#).unwrap();
+        let b = parse_batch(br#"{"api_key":"k","site_id":3,"pathname":"/ignored","events":[{"pathname":"/a"},1,{}]}"#, 500).unwrap();
         assert_eq!(b.api_key, Some(Field::Str("k".into())));
         assert_eq!(b.site_id, Some(Field::Unsigned(3)));
         let Some(Events::List(items)) = b.events else {
@@ -533,11 +681,56 @@ mod tests {
         for not_a_list in ["null", "{}", "\"x\"", "1"] {
             let body = format!(r#"{{"events":{not_a_list}}}"#);
             assert_eq!(
-                parse_batch(body.as_bytes()).unwrap().events,
+                parse_batch(body.as_bytes(), 500).unwrap().events,
                 Some(Events::NotAList)
             );
         }
-        assert_eq!(parse_batch(b"{}").unwrap().events, None);
+        assert_eq!(parse_batch(b"{}", 500).unwrap().events, None);
+    }
+
+    #[test]
+    fn a_batch_keeps_at_most_its_limit_and_still_checks_the_rest() {
+        let list = |n: usize| format!(r#"{{"events":[{}]}}"#, vec!["{}"; n].join(","));
+        let (three, four) = (list(3), list(4));
+        let at = parse_batch(three.as_bytes(), 3).unwrap();
+        assert!(matches!(at.events, Some(Events::List(ref l)) if l.len() == 3));
+        let over = parse_batch(four.as_bytes(), 3).unwrap();
+        assert_eq!(over.events, Some(Events::TooMany));
+        let zeros = format!(r#"{{"events":[{}]}}"#, vec!["0"; 100_000].join(","));
+        assert_eq!(
+            parse_batch(zeros.as_bytes(), 500).unwrap().events,
+            Some(Events::TooMany)
+        );
+        // Past the limit the body must still be JSON.
+        let broken = format!(r#"{{"events":[{},"\ud800"]}}"#, ["{}"; 10].join(","));
+        assert!(matches!(
+            parse_batch(broken.as_bytes(), 3),
+            Err(BodyError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn feature_flags_and_traits_are_kept_as_json_text() {
+        let f = event(r#"{"feature_flags":{"a":"on","b":"off"},"lcp":1.5,"anonymous_id":"d1"}"#);
+        assert_eq!(
+            f.feature_flags.and_then(RawJson::text),
+            Some(r#"{"a":"on","b":"off"}"#)
+        );
+        assert_eq!(f.lcp, Some(Field::Float(1.5)));
+        assert_eq!(f.anonymous_id, Some(Field::Str("d1".into())));
+        let i = parse_identify(
+            br#"{"site_id":1,"user_id":"u","traits":{"plan":"pro","x":null},"other":[1]}"#,
+        )
+        .unwrap();
+        assert_eq!(i.user_id, Some(Field::Str("u".into())));
+        assert_eq!(
+            i.traits.and_then(RawJson::text),
+            Some(r#"{"plan":"pro","x":null}"#)
+        );
+        assert!(matches!(
+            parse_identify(b"[1]"),
+            Err(BodyError::NotAnObject)
+        ));
     }
 
     mod props {

@@ -2,9 +2,11 @@
 //! checked against the wire contract (`validate`), and the result, a [`TrackEvent`].
 
 pub mod fields;
+pub mod identify;
+pub mod properties;
 pub mod validate;
 
-use rivulet_common::event::EventType;
+use rivulet_common::event::{EventType, Vitals};
 use std::borrow::Cow;
 use uuid::Uuid;
 
@@ -31,4 +33,11 @@ pub struct TrackEvent<'a> {
     pub event_id: Option<Uuid>,
     /// Client-supplied event time, epoch milliseconds, already checked to be well-formed.
     pub timestamp_ms: Option<i64>,
+    pub anonymous_id: Option<Cow<'a, str>>,
+    pub tag: Option<Cow<'a, str>>,
+    pub app_version: Option<Cow<'a, str>>,
+    pub device_model: Option<Cow<'a, str>>,
+    /// A JSON object of strings, as text.
+    pub feature_flags: Option<Cow<'a, str>>,
+    pub vitals: Vitals,
 }

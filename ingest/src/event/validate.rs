@@ -6,9 +6,10 @@
 //! `fieldErrors` keyed by field name and `formErrors` for rules that span fields. Unknown fields never
 //! reach it: they are ignored.
 
-use crate::event::fields::{EventFields, Field};
+use crate::event::fields::{EventFields, Field, RawJson};
+use crate::event::properties;
 use crate::event::TrackEvent;
-use rivulet_common::event::EventType;
+use rivulet_common::event::{EventType, Vitals};
 use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -28,12 +29,25 @@ pub const LIMITS: &[(&str, usize)] = &[
     ("language", 35),
     ("event_name", 256),
     ("properties", 2048),
+    ("anonymous_id", 255),
+    ("tag", 256),
+    ("app_version", 50),
+    ("device_model", 200),
 ];
+
+/// The limit of `properties` in an `error` event, which carries a stack trace.
+pub const ERROR_PROPERTIES_LIMIT: usize = 4096;
+
+/// `feature_flags`: at most this many flags, keys and values at most this long.
+pub const MAX_FEATURE_FLAGS: usize = 100;
+pub const FEATURE_FLAG_KEY_LIMIT: usize = 100;
+pub const FEATURE_FLAG_VALUE_LIMIT: usize = 2048;
 
 /// The limit of a string field without one of its own in `LIMITS` (`ip_address`).
 const DEFAULT_LIMIT: usize = 2048;
 
 pub const CUSTOM_EVENT_NEEDS_NAME: &str = "Custom events require event_name";
+pub const ERROR_EVENT_NEEDS_NAME: &str = "Error events require event_name (the error's type)";
 
 /// How far a client `timestamp` may lie from the receive time and still be used.
 pub const TIMESTAMP_MAX_PAST_MS: i64 = 7 * 24 * 3600 * 1000;
@@ -49,7 +63,7 @@ pub struct ValidationErrors {
 }
 
 impl ValidationErrors {
-    fn field(&mut self, name: &str, msg: impl Into<String>) {
+    pub(crate) fn field(&mut self, name: &str, msg: impl Into<String>) {
         self.field_errors
             .entry(name.to_string())
             .or_default()
@@ -69,13 +83,12 @@ pub fn validate_event<'a>(f: EventFields<'a>) -> Result<TrackEvent<'a>, Validati
 
     let event_type = match present(f.event_type) {
         None => Some(EventType::Pageview),
-        Some(Field::Str(s)) if s == "pageview" => Some(EventType::Pageview),
-        Some(Field::Str(s)) if s == "custom_event" => Some(EventType::CustomEvent),
-        Some(_) => {
-            errs.field("type", "type must be \"pageview\" or \"custom_event\"");
-            None
-        }
+        Some(Field::Str(s)) => EventType::parse(&s),
+        Some(_) => None,
     };
+    if event_type.is_none() {
+        errs.field("type", TYPE_MSG);
+    }
 
     let mut text = |name: &str, v: Option<Field<'a>>| string_field(name, v, &mut errs);
     let mut ev = TrackEvent {
@@ -90,7 +103,13 @@ pub fn validate_event<'a>(f: EventFields<'a>) -> Result<TrackEvent<'a>, Validati
         user_agent: text("user_agent", f.user_agent),
         language: text("language", f.language),
         event_name: text("event_name", f.event_name).filter(|s| !s.is_empty()),
-        properties: text("properties", f.properties),
+        properties: None,
+        anonymous_id: text("anonymous_id", f.anonymous_id),
+        tag: text("tag", f.tag),
+        app_version: text("app_version", f.app_version),
+        device_model: text("device_model", f.device_model),
+        feature_flags: None,
+        vitals: Vitals::default(),
         ip_address: None,
         screen_width: None,
         screen_height: None,
@@ -98,12 +117,16 @@ pub fn validate_event<'a>(f: EventFields<'a>) -> Result<TrackEvent<'a>, Validati
         timestamp_ms: None,
     };
     let ip = text("ip_address", f.ip_address);
-
-    if let Some(p) = &ev.properties {
-        if serde_json::from_str::<serde::de::IgnoredAny>(p).is_err() {
-            errs.field("properties", "properties must be a string of valid JSON");
-        }
-    }
+    let kind = event_type.unwrap_or(EventType::Pageview);
+    ev.properties = properties::check(kind, f.properties, &mut errs);
+    ev.feature_flags = feature_flags(f.feature_flags, &mut errs);
+    ev.vitals = Vitals {
+        lcp: vital("lcp", f.lcp, &mut errs),
+        cls: vital("cls", f.cls, &mut errs),
+        inp: vital("inp", f.inp, &mut errs),
+        fcp: vital("fcp", f.fcp, &mut errs),
+        ttfb: vital("ttfb", f.ttfb, &mut errs),
+    };
     if let Some(ip) = ip {
         match ip.parse::<IpAddr>() {
             Ok(addr) => ev.ip_address = Some(addr.to_string()),
@@ -113,18 +136,15 @@ pub fn validate_event<'a>(f: EventFields<'a>) -> Result<TrackEvent<'a>, Validati
     ev.screen_width = screen("screenWidth", f.screen_width, &mut errs);
     ev.screen_height = screen("screenHeight", f.screen_height, &mut errs);
 
-    match present(f.event_id) {
-        None => {}
-        Some(Field::Str(s)) => match Uuid::parse_str(&s) {
-            Ok(u) if !u.is_nil() => ev.event_id = Some(u),
-            _ => errs.field("event_id", "event_id must be a UUID"),
-        },
-        Some(_) => errs.field("event_id", "event_id must be a UUID string"),
-    }
+    ev.event_id = event_id(f.event_id, &mut errs);
     ev.timestamp_ms = timestamp(present(f.timestamp), &mut errs);
 
-    if event_type == Some(EventType::CustomEvent) && ev.event_name.is_none() {
-        errs.form_errors.push(CUSTOM_EVENT_NEEDS_NAME.to_string());
+    if ev.event_name.is_none() {
+        match event_type {
+            Some(EventType::CustomEvent) => errs.form_errors.push(CUSTOM_EVENT_NEEDS_NAME.into()),
+            Some(EventType::Error) => errs.form_errors.push(ERROR_EVENT_NEEDS_NAME.into()),
+            _ => {}
+        }
     }
     if errs.is_empty() {
         Ok(ev)
@@ -133,13 +153,63 @@ pub fn validate_event<'a>(f: EventFields<'a>) -> Result<TrackEvent<'a>, Validati
     }
 }
 
+const TYPE_MSG: &str = "type must be one of \"pageview\", \"custom_event\", \"performance\", \
+     \"outbound\", \"error\", \"button_click\", \"copy\", \"form_submit\", \"input_change\"";
+
 /// A field's value, treating JSON `null` as absent.
-fn present(v: Option<Field<'_>>) -> Option<Field<'_>> {
+pub(crate) fn present(v: Option<Field<'_>>) -> Option<Field<'_>> {
     v.filter(|v| *v != Field::Null)
 }
 
+/// The limit of a string field, by its JSON name.
+pub(crate) fn limit_of(name: &str) -> usize {
+    LIMITS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(DEFAULT_LIMIT, |(_, m)| *m)
+}
+
+/// True when `s` has more than `max` characters (Unicode scalar values): the limits are
+/// in characters, as the tracking API states them.
+pub(crate) fn longer_than(s: &str, max: usize) -> bool {
+    s.len() > max && s.chars().count() > max
+}
+
+/// A web vital: a number ≥ 0, or null.
+fn vital(name: &str, v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<f64> {
+    let v = present(v)?;
+    match v.as_f64() {
+        Some(f) if f >= 0.0 => Some(f),
+        _ => {
+            errs.field(name, format!("{name} must be a number ≥ 0, or null"));
+            None
+        }
+    }
+}
+
+/// `feature_flags`: an object of strings, read entry by entry from its JSON text without
+/// building it. Kept as that text.
+fn feature_flags<'a>(
+    raw: Option<RawJson<'a>>,
+    errs: &mut ValidationErrors,
+) -> Option<Cow<'a, str>> {
+    let text = raw.and_then(RawJson::text)?;
+    match properties::check_string_map(
+        text,
+        MAX_FEATURE_FLAGS,
+        FEATURE_FLAG_KEY_LIMIT,
+        FEATURE_FLAG_VALUE_LIMIT,
+    ) {
+        Ok(()) => Some(Cow::Borrowed(text)),
+        Err(problem) => {
+            errs.field("feature_flags", format!("feature_flags {problem}"));
+            None
+        }
+    }
+}
+
 /// A valid string field.
-fn string_field<'a>(
+pub(crate) fn string_field<'a>(
     name: &str,
     v: Option<Field<'a>>,
     errs: &mut ValidationErrors,
@@ -148,19 +218,32 @@ fn string_field<'a>(
         errs.field(name, format!("{name} must be a string"));
         return None;
     };
-    let max = LIMITS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map_or(DEFAULT_LIMIT, |(_, m)| *m);
-    // Limits are in characters (Unicode scalar values), as the tracking API states them.
-    if s.len() > max && s.chars().count() > max {
+    let max = limit_of(name);
+    if longer_than(&s, max) {
         errs.field(name, format!("{name} must be at most {max} characters"));
         return None;
     }
     Some(s)
 }
 
-fn site_id(v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<u32> {
+/// `event_id`: a UUID string, not nil.
+pub(crate) fn event_id(v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<Uuid> {
+    match present(v)? {
+        Field::Str(s) => match Uuid::parse_str(&s) {
+            Ok(u) if !u.is_nil() => Some(u),
+            _ => {
+                errs.field("event_id", "event_id must be a UUID");
+                None
+            }
+        },
+        _ => {
+            errs.field("event_id", "event_id must be a UUID string");
+            None
+        }
+    }
+}
+
+pub(crate) fn site_id(v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<u32> {
     const MSG: &str = "site_id must be a positive integer (as a number or a string)";
     let parsed = match present(v) {
         None => {
@@ -196,7 +279,7 @@ fn screen(name: &str, v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Opti
     }
 }
 
-fn timestamp(v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<i64> {
+pub(crate) fn timestamp(v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<i64> {
     const MSG: &str = "timestamp must be an RFC 3339 date-time or epoch milliseconds";
     let ms = match v? {
         Field::Unsigned(n) => i64::try_from(n).ok().filter(|ms| *ms > 0),
@@ -255,6 +338,21 @@ mod limits_agree {
         assert_eq!(documented, ours());
     }
 
+    /// The fields the Node.js SDK sends and so checks itself: the tracking API's, and
+    /// the anonymous id. (The browser-only fields are the tracking script's.)
+    const SDK_FIELDS: &[&str] = &[
+        "pathname",
+        "hostname",
+        "querystring",
+        "page_title",
+        "referrer",
+        "user_id",
+        "user_agent",
+        "language",
+        "event_name",
+        "properties",
+    ];
+
     #[test]
     fn the_node_sdk_has_the_validators_limits() {
         let ts = include_str!("../../../sdk/node/src/validate.ts");
@@ -270,7 +368,16 @@ mod limits_agree {
                 Some((field.trim().to_string(), n.trim().parse().ok()?))
             })
             .collect();
-        assert_eq!(sdk, ours());
+        let ours = ours();
+        for (field, limit) in &sdk {
+            assert_eq!(ours.get(field), Some(limit), "the SDK's limit of {field}");
+        }
+        for field in SDK_FIELDS {
+            assert!(
+                sdk.contains_key(*field),
+                "the SDK checks no limit of {field}"
+            );
+        }
     }
 }
 
@@ -434,7 +541,7 @@ mod tests {
             })
         }
 
-        const FIELDS: [&str; 18] = crate::event::fields::EventFields::NAMES;
+        const FIELDS: [&str; 27] = crate::event::fields::EventFields::NAMES;
 
         proptest! {
             // Any object: validation never panics, and an accepted event respects every limit.

@@ -168,6 +168,7 @@ async fn main() {
             language: Some("en-US".into()),
             screen_width: Some(1920),
             screen_height: Some(1080),
+            ..RawEvent::default()
         };
         let key = rivulet_common::kafka::message_key(site_id, None, &ip, &ua);
         let payload = serde_json::to_vec(&ev).unwrap();

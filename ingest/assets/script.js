@@ -1,0 +1,1 @@
+/* placeholder until sdk/browser builds it */
