@@ -23,6 +23,9 @@ pub enum AdminError {
     /// Credentials are fine but the request is not allowed (a missing or stale CSRF token).
     #[error("{0}")]
     Forbidden(String),
+    /// Too many tries of the admin token from one address: wait this many seconds.
+    #[error("Too many wrong admin tokens from this address: wait {0} s and try again.")]
+    TooManyTries(u64),
     #[error("{0}")]
     Common(#[from] CommonError),
 }
@@ -36,6 +39,7 @@ impl AdminError {
             AdminError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             AdminError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             AdminError::Forbidden(_) => StatusCode::FORBIDDEN,
+            AdminError::TooManyTries(_) => StatusCode::TOO_MANY_REQUESTS,
             AdminError::Common(e) => match e {
                 CommonError::Invalid(_) => StatusCode::BAD_REQUEST,
                 CommonError::NotFound(_) => StatusCode::NOT_FOUND,

@@ -3,18 +3,21 @@
 //! settings, configuration from the environment, logs, metrics and health endpoints.
 //!
 //! Client libraries are behind features, so that a crate links only what it uses:
-//! `clickhouse` (the client, the schema, the registry), `kafka` (rdkafka settings) and
-//! `redis` (site ids from a Redis counter).
+//! `clickhouse` (the client, the schema, the registry), `kafka` (rdkafka settings),
+//! `redis` (site ids from a Redis counter) and `server` (the bounded HTTP/1 listener).
 
 pub mod cache;
 #[cfg(feature = "clickhouse")]
 pub mod ch;
+pub mod client_ip;
 pub mod config;
 pub mod error;
 pub mod event;
 pub mod health;
 pub mod kafka;
 pub mod keys;
+#[cfg(feature = "server")]
+pub mod listener;
 #[cfg(feature = "clickhouse")]
 pub mod registry;
 #[cfg(feature = "clickhouse")]

@@ -1,8 +1,8 @@
 //! Ingest configuration, read once from the environment (docs/configuration.md).
 
-use crate::client_ip::TrustedProxies;
 use crate::request_body::Linger;
 use rivulet_common::ch::ChConfig;
+use rivulet_common::client_ip::TrustedProxies;
 use rivulet_common::{config, kafka, CommonError};
 use std::time::Duration;
 
@@ -69,8 +69,16 @@ pub struct IngestConfig {
     /// closed after this; longer than common load balancers' idle timeout (60 s), so they
     /// never reuse a connection ingest is closing.
     pub keep_alive_timeout: Duration,
-    /// `MAX_CONNECTIONS`, default 20000: open client connections; past it new ones wait in
-    /// the listen backlog. Lowered at startup to fit RLIMIT_NOFILE (less a reserve).
+    /// `WRITE_TIMEOUT_MS`, default 10000: a response that makes no progress for this
+    /// long (a client that does not read its answers) closes the connection.
+    pub write_timeout: Duration,
+    /// `MAX_PIPELINED_REQUESTS`, default 32: requests one connection may have answered
+    /// back to back without the server once waiting for it; past them it is closed.
+    pub max_pipelined: u32,
+    /// `MAX_CONNECTIONS`, default 20000: open client connections. At the cap, the
+    /// connection that has waited longest on its client (idle, a slow head, unread
+    /// answers) is closed to make room for a new one; if none is, the new one waits.
+    /// Lowered at startup to fit RLIMIT_NOFILE (less a reserve).
     pub max_connections: usize,
     /// `TRUSTED_PROXIES`: comma-separated IPs/CIDRs whose X-Forwarded-For is believed.
     pub trusted_proxies: TrustedProxies,
@@ -119,6 +127,8 @@ impl IngestConfig {
             body_timeout: config::millis("REQUEST_BODY_TIMEOUT_MS", 10_000)?,
             header_read_timeout: config::millis("HEADER_READ_TIMEOUT_MS", 10_000)?,
             keep_alive_timeout: config::millis("KEEP_ALIVE_TIMEOUT_MS", 75_000)?,
+            write_timeout: config::millis("WRITE_TIMEOUT_MS", 10_000)?,
+            max_pipelined: config::parse("MAX_PIPELINED_REQUESTS", 32)?,
             max_connections: config::parse("MAX_CONNECTIONS", 20_000)?,
             trusted_proxies: TrustedProxies::parse(&trusted)
                 .map_err(|e| CommonError::Config(format!("TRUSTED_PROXIES={trusted:?}: {e}")))?,

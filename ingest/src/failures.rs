@@ -8,6 +8,7 @@
 //! cost an attacker time without costing Redis a call per rejection). IPv6 addresses are
 //! counted per /64, which one host usually holds whole.
 
+use rivulet_common::client_ip::counted_as;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -97,20 +98,6 @@ impl FailureLimiter {
         self.refill(b, now);
         b.tokens = (b.tokens - 1.0).max(0.0);
         metrics::counter!("ingest_rejections_counted_total").increment(1);
-    }
-}
-
-/// The address a rejection is counted against: IPv4 as is, IPv6 by its /64.
-fn counted_as(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let s = v6.segments();
-                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-            }
-        },
     }
 }
 

@@ -9,7 +9,6 @@
 //! not name its own IP or user agent (docs/design.md, "Browser path").
 
 use crate::api::{self, BatchItem, BatchResponse, IngestError};
-use crate::client_ip::client_ip;
 use crate::event::fields::{self, EventFields, Events, Field, Item};
 use crate::event::identify::{validate_identify, Identify};
 use crate::event::validate::{effective_timestamp, validate_event, ValidationErrors};
@@ -23,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use metrics::Counter;
+use rivulet_common::client_ip::client_ip;
 use rivulet_common::event::{IdentifyMessage, MessageKind, RawEvent, RAW_EVENT_VERSION};
 use rivulet_common::health::{self, Readiness};
 use rivulet_common::kafka::write_message_key;

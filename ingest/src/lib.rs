@@ -9,8 +9,6 @@ pub mod api;
 #[cfg(feature = "service")]
 pub mod auth;
 #[cfg(feature = "service")]
-pub mod client_ip;
-#[cfg(feature = "service")]
 pub mod config;
 pub mod event;
 #[cfg(feature = "service")]
@@ -19,8 +17,6 @@ pub mod failures;
 pub mod handlers;
 #[cfg(feature = "service")]
 pub mod last_used;
-#[cfg(feature = "service")]
-pub mod listener;
 #[cfg(feature = "service")]
 pub mod producer;
 #[cfg(feature = "service")]

@@ -6,11 +6,12 @@ use crate::config::IngestConfig;
 use crate::failures::{FailureLimit, FailureLimiter};
 use crate::rate_limit::{Budgets, LocalLimiter, RateLimiter};
 use crate::redis_link::RedisLink;
+use crate::router;
 use crate::sink::{KafkaSettings, KafkaSink};
 use crate::sites::SiteDirectory;
 use crate::state::{AppState, Shared};
-use crate::{listener, router};
 use metrics_exporter_prometheus::PrometheusHandle;
+use rivulet_common::listener;
 use rivulet_common::registry::Registry;
 use rivulet_common::CommonError;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -121,6 +122,9 @@ impl Ingest {
         let limits = listener::Limits {
             header_read_timeout: st.cfg.header_read_timeout,
             keep_alive_timeout: st.cfg.keep_alive_timeout,
+            write_timeout: st.cfg.write_timeout,
+            max_pipelined: st.cfg.max_pipelined,
+            metrics_prefix: "ingest",
             max_connections: listener::fit_to_nofile(
                 st.cfg.max_connections,
                 listener::raise_nofile_limit(),
@@ -130,6 +134,7 @@ impl Ingest {
         let handle_internal = move |req, peer| router::handle_internal(app.clone(), peer, req);
         let internal_limits = listener::Limits {
             max_connections: 256,
+            metrics_prefix: "ingest_internal",
             ..limits
         };
         tracing::info!(addr = %internal.local_addr()?, "internal endpoints (readiness, metrics) listening");

@@ -1,21 +1,23 @@
 //! Who may use the dashboard: whoever knows `ADMIN_TOKEN`. The login form trades the
 //! token for a session cookie (`HttpOnly`, `SameSite=Strict`); the API also takes the
-//! token itself as `Authorization: Bearer`. Wrong tokens are answered after a delay,
-//! one at a time, so guessing is slow even with many connections.
+//! token itself as `Authorization: Bearer`. Tries are counted per client address before
+//! the token is compared (`throttle`), so guessing is slow however many connections a
+//! guesser opens, and a wrong token is answered after a delay.
 
 use super::csrf;
 use super::layout;
 use super::respond::{api_error, page_error};
-use super::session::{SessionCtx, LOGIN_COOKIE, SESSION_COOKIE};
+use super::session::SessionCtx;
 use super::AppState;
 use crate::error::AdminError;
 use axum::body::Body;
-use axum::extract::{Form, Request, State};
+use axum::extract::{ConnectInfo, Form, Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
 use serde::Deserialize;
+use std::net::{IpAddr, SocketAddr};
 
 /// Admin forms are a few fields; anything bigger is not one of ours.
 const MAX_FORM_BYTES: usize = 64 * 1024;
@@ -32,7 +34,31 @@ fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 fn current_session(st: &AppState, headers: &HeaderMap) -> Option<SessionCtx> {
-    cookie_value(headers, SESSION_COOKIE).and_then(|id| st.sessions.session(&id))
+    cookie_value(headers, &st.sessions.session_cookie()).and_then(|id| st.sessions.session(&id))
+}
+
+/// The client's address: the peer, or what a trusted proxy says it forwarded.
+fn client(st: &AppState, peer: SocketAddr, headers: &HeaderMap) -> IpAddr {
+    let forwarded = headers.get("x-forwarded-for").and_then(|v| v.to_str().ok());
+    rivulet_common::client_ip::client_ip(peer.ip(), forwarded, &st.trusted_proxies)
+}
+
+/// One try of the admin token from `ip`: refused (429) while the address must wait,
+/// else compared; a wrong one is answered after the delay.
+async fn try_token(st: &AppState, ip: IpAddr, given: &str) -> Result<(), AdminError> {
+    if let Err(wait) = st.throttle.take_try(ip) {
+        return Err(AdminError::TooManyTries(wait.as_secs_f64().ceil() as u64));
+    }
+    if st.sessions.token_matches(given) {
+        st.throttle.succeeded(ip);
+        return Ok(());
+    }
+    st.throttle.failed(ip);
+    tracing::warn!("a wrong admin token");
+    tokio::time::sleep(st.sessions.login_delay).await;
+    Err(AdminError::Unauthorized(
+        "That admin token is wrong. Enter the ADMIN_TOKEN this dashboard was started with.".into(),
+    ))
 }
 
 fn is_safe(method: &Method) -> bool {
@@ -74,21 +100,31 @@ pub async fn require_session(State(st): State<AppState>, req: Request, next: Nex
 
 /// The JSON API: `Authorization: Bearer <ADMIN_TOKEN>`, or the dashboard's session
 /// cookie plus, for anything but GET, the session's CSRF token in `X-CSRF-Token`.
-pub async fn require_api_auth(State(st): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn require_api_auth(
+    State(st): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+    next: Next,
+) -> Response {
     if let Some(value) = req.headers().get(header::AUTHORIZATION) {
         let given = value
             .to_str()
             .ok()
             .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if st.sessions.token_matches(given.trim()) {
-            return next.run(req).await;
-        }
-        tracing::warn!(path = %req.uri().path(), "admin API call with a wrong token");
-        st.sessions.reject_slowly().await;
-        return api_error(AdminError::Unauthorized(
-            "wrong admin token: send Authorization: Bearer <ADMIN_TOKEN>".into(),
-        ));
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        let ip = client(&st, peer, req.headers());
+        return match try_token(&st, ip, &given).await {
+            Ok(()) => next.run(req).await,
+            Err(AdminError::Unauthorized(_)) => {
+                tracing::warn!(path = %req.uri().path(), "admin API call with a wrong token");
+                api_error(AdminError::Unauthorized(
+                    "wrong admin token: send Authorization: Bearer <ADMIN_TOKEN>".into(),
+                ))
+            }
+            Err(e) => api_error(e),
+        };
     }
     if let Some(session) = current_session(&st, req.headers()) {
         if !is_safe(req.method()) {
@@ -127,10 +163,11 @@ pub async fn login_form(State(st): State<AppState>, headers: HeaderMap) -> Respo
 
 pub async fn login(
     State(st): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    let from_our_form = cookie_value(&headers, LOGIN_COOKIE)
+    let from_our_form = cookie_value(&headers, &st.sessions.login_cookie())
         .is_some_and(|expected| csrf::same_secret(&form.csrf, &expected));
     if !from_our_form {
         return login_page(
@@ -139,16 +176,8 @@ pub async fn login(
             Some("The login form expired or did not come from this dashboard. Try again."),
         );
     }
-    if !st.sessions.token_matches(&form.token) {
-        tracing::warn!("dashboard login with a wrong token");
-        st.sessions.reject_slowly().await;
-        return login_page(
-            &st,
-            StatusCode::UNAUTHORIZED,
-            Some(
-                "That admin token is wrong. Enter the ADMIN_TOKEN this dashboard was started with.",
-            ),
-        );
+    if let Err(e) = try_token(&st, client(&st, peer, &headers), &form.token).await {
+        return login_page(&st, e.status(), Some(&e.to_string()));
     }
     let session = st.sessions.start_session();
     tracing::info!("dashboard login");
@@ -158,11 +187,11 @@ pub async fn login(
     headers.append(
         header::SET_COOKIE,
         st.sessions
-            .cookie(SESSION_COOKIE, &session.id, max_age, "/"),
+            .cookie(&st.sessions.session_cookie(), &session.id, max_age),
     );
     headers.append(
         header::SET_COOKIE,
-        st.sessions.cookie(LOGIN_COOKIE, "", 0, "/login"),
+        st.sessions.cookie(&st.sessions.login_cookie(), "", 0),
     );
     resp
 }
@@ -175,7 +204,7 @@ pub async fn logout(
     let mut resp = Redirect::to("/login").into_response();
     resp.headers_mut().append(
         header::SET_COOKIE,
-        st.sessions.cookie(SESSION_COOKIE, "", 0, "/"),
+        st.sessions.cookie(&st.sessions.session_cookie(), "", 0),
     );
     resp
 }
@@ -201,7 +230,8 @@ fn login_page(st: &AppState, status: StatusCode, error: Option<&str>) -> Respons
     let mut resp = (status, layout::html(layout::page("Log in", None, body))).into_response();
     resp.headers_mut().append(
         header::SET_COOKIE,
-        st.sessions.cookie(LOGIN_COOKIE, &nonce, 3600, "/login"),
+        st.sessions
+            .cookie(&st.sessions.login_cookie(), &nonce, 3600),
     );
     resp
 }
@@ -218,7 +248,10 @@ mod tests {
             header::COOKIE,
             HeaderValue::from_static("a=1; rivulet_admin_session=abc; b=2"),
         );
-        assert_eq!(cookie_value(&h, SESSION_COOKIE).as_deref(), Some("abc"));
-        assert_eq!(cookie_value(&h, LOGIN_COOKIE), None);
+        assert_eq!(
+            cookie_value(&h, "rivulet_admin_session").as_deref(),
+            Some("abc")
+        );
+        assert_eq!(cookie_value(&h, "rivulet_admin_login"), None);
     }
 }

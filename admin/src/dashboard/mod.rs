@@ -16,6 +16,7 @@ mod session;
 mod settings;
 mod sites;
 mod stats;
+mod throttle;
 
 use crate::error::AdminError;
 use crate::ops::Ops;
@@ -26,8 +27,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use rivulet_common::ch::Db;
+use rivulet_common::client_ip::TrustedProxies;
 use rivulet_common::config;
 use rivulet_common::health::Readiness;
+use rivulet_common::listener;
 use rivulet_common::registry::Registry;
 use rivulet_common::schema::queries;
 use std::net::SocketAddr;
@@ -35,15 +38,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Shortest accepted `ADMIN_TOKEN`: the login form is the only thing between the
-/// network and the registry, so a guessable token is refused at startup.
-const MIN_TOKEN_LEN: usize = 16;
+/// network and the registry, so a guessable token is refused at startup. 32 characters
+/// of hex are 128 bits.
+const MIN_TOKEN_LEN: usize = 32;
 
 pub struct DashboardConfig {
     pub addr: SocketAddr,
     pub token: String,
     pub session_ttl: Duration,
+    /// `Secure` cookies with `__Host-` names, and HSTS: behind TLS.
     pub cookie_secure: bool,
     pub login_delay: Duration,
+    /// `ADMIN_TRUSTED_PROXIES` (default: `TRUSTED_PROXIES`): whose `X-Forwarded-For` names
+    /// the client, whose login tries are counted.
+    pub trusted_proxies: TrustedProxies,
+    /// `ADMIN_MAX_CONNECTIONS`, default 1024.
+    pub max_connections: usize,
 }
 
 impl DashboardConfig {
@@ -59,12 +69,24 @@ impl DashboardConfig {
                 token.len()
             )));
         }
+        let addr = config::parse("ADMIN_ADDR", SocketAddr::from(([127, 0, 0, 1], 3002)))?;
+        let proxies = config::optional("ADMIN_TRUSTED_PROXIES")
+            .or_else(|| config::optional("TRUSTED_PROXIES"))
+            .unwrap_or_default();
         Ok(DashboardConfig {
-            addr: config::parse("ADMIN_ADDR", SocketAddr::from(([127, 0, 0, 1], 3002)))?,
+            addr,
             token,
             session_ttl: Duration::from_secs(config::parse("ADMIN_SESSION_TTL_SECS", 43_200)?),
-            cookie_secure: config::flag("ADMIN_COOKIE_SECURE", false)?,
+            // Off loopback the dashboard is meant to be reached through TLS.
+            cookie_secure: match config::optional("ADMIN_COOKIE_SECURE") {
+                None => !addr.ip().is_loopback(),
+                Some(_) => config::flag("ADMIN_COOKIE_SECURE", false)?,
+            },
             login_delay: config::millis("ADMIN_LOGIN_DELAY_MS", 1000)?,
+            trusted_proxies: TrustedProxies::parse(&proxies).map_err(|e| {
+                AdminError::Usage(format!("ADMIN_TRUSTED_PROXIES={proxies:?}: {e}"))
+            })?,
+            max_connections: config::parse("ADMIN_MAX_CONNECTIONS", 1024)?,
         })
     }
 }
@@ -75,6 +97,8 @@ pub struct Dashboard {
     /// `events`, for the Overview.
     pub db: Db,
     pub sessions: session::Sessions,
+    pub throttle: throttle::LoginThrottle,
+    pub trusted_proxies: TrustedProxies,
 }
 
 pub type AppState = Arc<Dashboard>;
@@ -85,13 +109,40 @@ pub async fn serve(cfg: DashboardConfig, ops: Ops) -> Result<(), AdminError> {
         reg: ops.reg.clone(),
         ops,
         sessions: session::Sessions::new(&cfg),
+        throttle: throttle::LoginThrottle::new(cfg.login_delay),
+        trusted_proxies: cfg.trusted_proxies.clone(),
     });
     let listener = tokio::net::TcpListener::bind(cfg.addr)
         .await
         .map_err(|e| AdminError::Usage(format!("cannot listen on ADMIN_ADDR={}: {e}", cfg.addr)))?;
-    tracing::info!(addr = %cfg.addr, "dashboard listening");
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(rivulet_common::shutdown::signal())
+    tracing::info!(addr = %cfg.addr, secure_cookies = cfg.cookie_secure, "dashboard listening");
+    // The same bounded listener as ingest: deadlines for heads, idle time and writes, and
+    // a connection cap that stalled clients cannot hold.
+    let limits = listener::Limits {
+        header_read_timeout: Duration::from_secs(10),
+        keep_alive_timeout: Duration::from_secs(75),
+        write_timeout: Duration::from_secs(10),
+        max_pipelined: 32,
+        max_connections: listener::fit_to_nofile(
+            cfg.max_connections,
+            listener::raise_nofile_limit(),
+        ),
+        metrics_prefix: "admin",
+    };
+    let app = router(state);
+    let handle = move |req: hyper::Request<listener::TrackedBody>, peer: SocketAddr| {
+        let mut req = req.map(axum::body::Body::new);
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
+        let app = app.clone();
+        async move {
+            match tower::ServiceExt::oneshot(app, req).await {
+                Ok(resp) => resp,
+                Err(never) => match never {},
+            }
+        }
+    };
+    listener::serve(listener, handle, limits, rivulet_common::shutdown::signal())
         .await
         .map_err(|e| AdminError::Usage(format!("dashboard server failed: {e}")))?;
     tracing::info!("dashboard stopped");
@@ -152,7 +203,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async {
             respond::page_error(AdminError::NotFound("There is no such page.".into()))
         })
-        .layer(middleware::from_fn(security_headers))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            security_headers,
+        ))
         .with_state(state)
 }
 
@@ -173,9 +227,9 @@ async fn readiness(State(st): State<AppState>) -> Response {
 }
 
 /// Every response: no caching (a page may show a new API key once), no framing, no
-/// sniffing, and a CSP that allows only our own stylesheet and script, so even a missed
-/// escape could not run injected script.
-async fn security_headers(req: Request, next: Next) -> Response {
+/// sniffing, a CSP that allows only our own stylesheet and script, so even a missed
+/// escape could not run injected script, and behind TLS (secure cookies) HSTS.
+async fn security_headers(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let is_asset = req.uri().path().starts_with("/assets/");
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
@@ -197,6 +251,13 @@ async fn security_headers(req: Request, next: Next) -> Response {
     );
     if !is_asset {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    if st.sessions.cookie_secure {
+        // Browsers heed it only over HTTPS, which secure cookies already require.
+        h.insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static("max-age=31536000"),
+        );
     }
     resp
 }

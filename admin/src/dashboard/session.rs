@@ -9,9 +9,12 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub const SESSION_COOKIE: &str = "rivulet_admin_session";
-/// Double-submit cookie of the login form (there is no session to hold its token yet).
-pub const LOGIN_COOKIE: &str = "rivulet_admin_login";
+/// The session cookie, and the double-submit cookie of the login form (there is no
+/// session to hold its token yet). Behind TLS they are `Secure` and carry the `__Host-`
+/// prefix, which browsers keep to the exact host, `Path=/` and HTTPS.
+const SESSION_COOKIE: &str = "rivulet_admin_session";
+const LOGIN_COOKIE: &str = "rivulet_admin_login";
+const HOST_PREFIX: &str = "__Host-";
 /// Sessions are created only by someone who knows the token, but a bound keeps a
 /// script that logs in in a loop from growing memory without limit.
 const MAX_SESSIONS: usize = 10_000;
@@ -40,10 +43,8 @@ pub struct Sessions {
     token: String,
     sessions: Mutex<HashMap<String, Session>>,
     pub ttl: Duration,
-    cookie_secure: bool,
-    login_delay: Duration,
-    /// Held while a wrong token is being answered: failures queue up behind each other.
-    failure_gate: tokio::sync::Mutex<()>,
+    pub cookie_secure: bool,
+    pub login_delay: Duration,
 }
 
 impl Sessions {
@@ -54,7 +55,6 @@ impl Sessions {
             ttl: cfg.session_ttl,
             cookie_secure: cfg.cookie_secure,
             login_delay: cfg.login_delay,
-            failure_gate: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -62,9 +62,22 @@ impl Sessions {
         csrf::same_secret(given, &self.token)
     }
 
-    pub async fn reject_slowly(&self) {
-        let _turn = self.failure_gate.lock().await;
-        tokio::time::sleep(self.login_delay).await;
+    /// The session cookie's name.
+    pub fn session_cookie(&self) -> String {
+        self.cookie_name(SESSION_COOKIE)
+    }
+
+    /// The login form's cookie's name.
+    pub fn login_cookie(&self) -> String {
+        self.cookie_name(LOGIN_COOKIE)
+    }
+
+    fn cookie_name(&self, name: &str) -> String {
+        if self.cookie_secure {
+            format!("{HOST_PREFIX}{name}")
+        } else {
+            name.to_string()
+        }
     }
 
     fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
@@ -137,10 +150,12 @@ impl Sessions {
         }
     }
 
-    pub fn cookie(&self, name: &str, value: &str, max_age: u64, path: &str) -> HeaderValue {
+    /// A cookie of the dashboard: `HttpOnly`, `SameSite=Strict`, `Path=/`, and behind TLS
+    /// `Secure` with the `__Host-` name.
+    pub fn cookie(&self, name: &str, value: &str, max_age: u64) -> HeaderValue {
         let secure = if self.cookie_secure { "; Secure" } else { "" };
         HeaderValue::from_str(&format!(
-            "{name}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}"
+            "{name}={value}; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}"
         ))
         .expect("cookie values are hex")
     }

@@ -65,6 +65,18 @@ fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
     }
 }
 
+/// The address a client is counted as, for limits per client: IPv4 as is, IPv6 by its
+/// /64, which one host usually holds whole.
+pub fn counted_as(ip: IpAddr) -> IpAddr {
+    match canonical(ip) {
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+        }
+        v4 => v4,
+    }
+}
+
 /// The client IP for an event without `ip_address`.
 pub fn client_ip(peer: IpAddr, forwarded_for: Option<&str>, trusted: &TrustedProxies) -> IpAddr {
     let peer = canonical(peer);
