@@ -4,6 +4,9 @@
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STACK_DIR=${RIVULET_STACK_DIR:-$ROOT/.stack}
+# KAFKA_VERSION, ZOOKEEPER_VERSION and the uap-core pin: one place for every script.
+# shellcheck source=versions.env
+. "$ROOT/scripts/versions.env"
 
 load_env() {
   set -a
