@@ -1,12 +1,39 @@
-# Shared by scripts/dev, scripts/run-services and scripts/test: load the stack's
-# environment, run a service in the background with a PID file, check that it is alive
-# and that its address is free, wait for an HTTP endpoint.
+# shellcheck shell=bash
+# The toolbox every script in scripts/ sources (scripts/README.md lists what each uses):
+# the repository and stack folders, the pinned versions, messages, Debian packages, the
+# stack's environment, services run in the background with a PID file, addresses,
+# waiting for HTTP. One definition of each helper: a script that needs one sources this
+# file instead of writing its own.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STACK_DIR=${RIVULET_STACK_DIR:-$ROOT/.stack}
 # KAFKA_VERSION, ZOOKEEPER_VERSION and the uap-core pin: one place for every script.
 # shellcheck source=versions.env
 . "$ROOT/scripts/versions.env"
+
+# --- messages: "[script] text" on stderr; die ends the script ---------------------------
+log_tag=$(basename "$0")
+log() { printf '[%s] %s\n' "$log_tag" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# --- Debian packages ---------------------------------------------------------------------
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+apt_updated=
+apt_install() { # apt_install PACKAGE... — apt-get update (once a run), then install; log in logs/apt.log
+  local apt_log=$STACK_DIR/logs/apt.log
+  mkdir -p "$STACK_DIR/logs"
+  if [ -z "$apt_updated" ]; then
+    log "apt-get update"
+    as_root apt-get update -qq >>"$apt_log" 2>&1 || die "apt-get update failed, see $apt_log"
+    apt_updated=1
+  fi
+  log "installing Debian packages: $*"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" \
+    >>"$apt_log" 2>&1 || die "apt-get install $* failed, see $apt_log"
+}
+need() { # need COMMAND DEBIAN-PACKAGE — installs the package unless the command is there
+  command -v "$1" >/dev/null || apt_install "$2"
+}
 
 load_env() {
   set -a
