@@ -102,3 +102,33 @@ wait_http() { # wait_http URL SECONDS
     sleep 0.3
   done
 }
+
+# --- tests: the one small framework of the test scripts ---------------------------------
+# check DESCRIPTION CMD... runs CMD (a command or a function, in this shell) with its
+# output kept aside, and prints "ok   - DESCRIPTION", or "FAIL - DESCRIPTION" and the last
+# 20 lines of that output. ok/fail record a result decided otherwise. summary NAME prints
+# "NAME: N passed, N failed" (the line CI reads) and fails when anything failed.
+passed=0 failed=0 check_out=
+ok() { passed=$((passed + 1)); echo "ok   - $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL - $1"; [ -z "${2:-}" ] || sed 's/^/       /' <<<"$2"; }
+check() { # check DESCRIPTION CMD...
+  local what=$1; shift
+  [ -n "$check_out" ] || check_out=$(mktemp)
+  if "$@" >"$check_out" 2>&1; then ok "$what"; else fail "$what" "$(tail -n 20 "$check_out")"; fi
+}
+summary() { # summary NAME
+  rm -f "$check_out"; check_out=
+  echo "$1: $passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+}
+# step TITLE: a "=== TITLE (N s)" line, N the seconds since this file was sourced; a
+# script sets step_prefix to name itself in each ("cluster: ", "sdk: ").
+step_t0=$SECONDS step_prefix=
+step() { printf '\n=== %s%s (%ss)\n' "$step_prefix" "$*" $((SECONDS - step_t0)); }
+# timed_up MAX-SECONDS [--cluster|--single]: scripts/stack up, within MAX-SECONDS.
+timed_up() {
+  local t0=$SECONDS
+  "$ROOT/scripts/stack" up ${2:+"$2"} || return 1
+  echo "up took $((SECONDS - t0)) s"
+  [ $((SECONDS - t0)) -le "$1" ]
+}
