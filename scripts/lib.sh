@@ -132,3 +132,11 @@ timed_up() {
   echo "up took $((SECONDS - t0)) s"
   [ $((SECONDS - t0)) -le "$1" ]
 }
+
+# --- Kafka's own command-line tools, from the stack's jars ------------------------------
+# (scripts/stack writes the tools' quiet log4j2 config when it starts a broker.)
+kafka_tool() { # kafka_tool MAIN-CLASS ARGS...
+  java -Xmx256m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$STACK_DIR/kafka/log4j2-tools.properties" \
+    -cp "$STACK_DIR/dist/kafka-$KAFKA_VERSION/*" "$@"
+}
+kafka_topics() { kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$KAFKA_BROKERS" "$@"; }
