@@ -140,3 +140,19 @@ kafka_tool() { # kafka_tool MAIN-CLASS ARGS...
     -cp "$STACK_DIR/dist/kafka-$KAFKA_VERSION/*" "$@"
 }
 kafka_topics() { kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$KAFKA_BROKERS" "$@"; }
+
+# --- JSON: python3's json module, everywhere (python3 is on every machine; no sed on JSON)
+# json_get KEY... — from the JSON document on stdin, the value at KEY, then at the next KEY
+# inside it (a number indexes an array): a string as it is, anything else as JSON. Fails,
+# naming the key, when one is missing. The whole input is read (no SIGPIPE for a writer).
+json_get() {
+  python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+for k in sys.argv[1:]:
+    try:
+        v = v[int(k)] if isinstance(v, list) else v[k]
+    except (KeyError, IndexError, ValueError, TypeError):
+        sys.exit(f"json_get: no {k!r} in the JSON")
+print(v if isinstance(v, str) else json.dumps(v))' "$@"
+}
