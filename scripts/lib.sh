@@ -42,15 +42,25 @@ load_env() {
   set +a
 }
 
-# start_service NAME LOGFILE CMD... — records .stack/run/NAME.pid
+# detach PIDFILE|- LOGFILE CMD... — CMD in its own session, with nothing but /dev/null and
+# LOGFILE as its files: an inherited pipe (a CI runner's output, say) held open by a
+# daemon would keep the caller waiting. PIDFILE gets its PID; with -, CMD runs in the
+# foreground (a program that daemonizes itself and writes its own PID file).
+detach() {
+  local pidfile=$1 logfile=$2; shift 2
+  (
+    for fd in /proc/$BASHPID/fd/*; do fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done
+    if [ "$pidfile" = - ]; then exec "$@" </dev/null >>"$logfile" 2>&1; fi
+    setsid "$@" </dev/null >>"$logfile" 2>&1 &
+    echo $! >"$pidfile"
+  ) 2>/dev/null
+}
+
+# start_service NAME LOGFILE CMD... — CMD detached; records $STACK_DIR/run/NAME.pid
 start_service() {
   local name=$1 log=$2; shift 2
   mkdir -p "$STACK_DIR/run" "$(dirname "$log")"
-  (
-    for fd in $(ls /proc/$BASHPID/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done
-    setsid "$@" </dev/null >>"$log" 2>&1 &
-    echo $! >"$STACK_DIR/run/$name.pid"
-  ) 2>/dev/null
+  detach "$STACK_DIR/run/$name.pid" "$log" "$@"
 }
 
 # service_alive NAME: its PID file names a live process that is still a rivulet binary
@@ -95,13 +105,18 @@ require_free_addr() {
   return 1
 }
 
-wait_http() { # wait_http URL SECONDS
-  local end=$((SECONDS + $2))
-  until curl -sf -o /dev/null "$1"; do
+# wait_for [-i INTERVAL] SECONDS CMD... — CMD every INTERVAL seconds (0.3) until it
+# succeeds; fails once SECONDS have passed.
+wait_for() {
+  local every=0.3
+  if [ "$1" = -i ]; then every=$2; shift 2; fi
+  local end=$((SECONDS + $1)); shift
+  until "$@"; do
     [ $SECONDS -lt $end ] || return 1
-    sleep 0.3
+    sleep "$every"
   done
 }
+wait_http() { wait_for "$2" curl -sf -o /dev/null "$1"; } # wait_http URL SECONDS
 
 # --- tests: the one small framework of the test scripts ---------------------------------
 # check DESCRIPTION CMD... runs CMD (a command or a function, in this shell) with its
