@@ -171,3 +171,93 @@ for k in sys.argv[1:]:
         sys.exit(f"json_get: no {k!r} in the JSON")
 print(v if isinstance(v, str) else json.dumps(v))' "$@"
 }
+
+# --- Redis and ClickHouse as clients: a password never on a command line ------------------
+# (ps shows every process's arguments to every user; the environment and pipes it does not.)
+# redis_cli ARGS... — redis-cli against REDIS_URL (redis://[:PASSWORD@]HOST:PORT/), the
+# password passed in REDISCLI_AUTH.
+redis_cli() {
+  local rest=${REDIS_URL#redis://} pw=''
+  rest=${rest%%/*}
+  if [[ $rest == *@* ]]; then pw=${rest%@*} rest=${rest##*@}; pw=${pw#*:}; fi
+  if [ -n "$pw" ]; then REDISCLI_AUTH=$pw redis-cli -h "${rest%:*}" -p "${rest##*:}" "$@"
+  else env -u REDISCLI_AUTH redis-cli -h "${rest%:*}" -p "${rest##*:}" "$@"; fi
+}
+# ch_sql URL SQL [CURL-ARGS...] — SQL over ClickHouse's HTTP interface as CLICKHOUSE_USER
+# with CLICKHOUSE_PASSWORD, sent as X-ClickHouse-User/X-ClickHouse-Key headers from a curl
+# config read through a pipe. The answer on stdout; an error answer is printed too, and
+# fails. 30 s at most unless CURL-ARGS say otherwise.
+ch_sql() {
+  local url=$1 sql=$2; shift 2
+  curl -sS --fail-with-body --max-time 30 \
+    -K <(printf 'header = "X-ClickHouse-User: %s"\nheader = "X-ClickHouse-Key: %s"\n' \
+      "${CLICKHOUSE_USER:-default}" "${CLICKHOUSE_PASSWORD:-}") \
+    "$@" --data-binary "$sql" "$url"
+}
+
+# --- the stack's passwords, checked (test-stack, test-stack-cluster) -----------------------
+# password_checks: with the stack's env loaded (load_env), Redis and ClickHouse refuse
+# clients without the passwords, and Rivulet's own clients get through with them.
+password_checks() {
+  check "Redis refuses a client without the password (NOAUTH)" redis_refuses_anonymous
+  check "Redis answers with the password of .stack/env (REDISCLI_AUTH)" redis_answers
+  check "ClickHouse refuses rivulet without its password, or with a wrong one (native and HTTP)" ch_refuses_rivulet
+  check "clickhouse-client as rivulet with the password answers" ch_client_answers
+  check "rivulet-admin migrate and sites create work with .stack/env" admin_works
+  check "ClickHouse's default user reads nothing of Rivulet's and writes nothing" ch_default_is_a_probe
+  check "no password in the stack's logs, nor on any process's command line" passwords_unseen
+}
+stack_ch_tcp_port() { # the first ClickHouse node's native port, from the stack's topology file
+  local key=RIVULET_CLICKHOUSE_TCP_PORT
+  [ "$RIVULET_TOPOLOGY" = single ] || key=RIVULET_CLUSTER_CLICKHOUSE_TCP_PORTS
+  sed -n "s/^$key=\([0-9]*\).*/\1/p" "$STACK_DIR/topology"
+}
+redis_refuses_anonymous() {
+  local out; out=$(REDIS_URL=${REDIS_URL/:\/\/:*@/://} redis_cli ping 2>&1)
+  echo "without the password: $out"
+  [[ $out == NOAUTH* ]]
+}
+redis_answers() { [ "$(redis_cli ping)" = PONG ]; }
+ch_refuses_rivulet() {
+  local out port; port=$(stack_ch_tcp_port)
+  if out=$(clickhouse-client --port "$port" --user rivulet -q 'SELECT 1' 2>&1); then echo "answered: $out"; return 1; fi
+  echo "clickhouse-client --user rivulet: $out"
+  grep -q 'Password required for user rivulet' <<<"$out" || return 1
+  if out=$(CLICKHOUSE_PASSWORD='' ch_sql "$CLICKHOUSE_URL" 'SELECT 1' 2>/dev/null); then echo "answered: $out"; return 1; fi
+  echo "HTTP, no password: $out"
+  grep -q 'Password required for user rivulet' <<<"$out" || return 1
+  if out=$(CLICKHOUSE_PASSWORD=wrong ch_sql "$CLICKHOUSE_URL" 'SELECT 1' 2>/dev/null); then echo "answered: $out"; return 1; fi
+  echo "HTTP, a wrong password: $out"
+  grep -q 'Wrong password for user rivulet' <<<"$out"
+}
+# The password in a client config read through a pipe, not on the command line.
+ch_client_answers() {
+  [ "$(clickhouse-client --port "$(stack_ch_tcp_port)" -q 'SELECT 1' --config-file \
+    <(printf '<config><user>%s</user><password>%s</password></config>\n' "$CLICKHOUSE_USER" "$CLICKHOUSE_PASSWORD"))" = 1 ]
+}
+admin_works() {
+  (cd "$ROOT" && cargo build -q --locked -p rivulet-admin) || return 1
+  "$ROOT/target/debug/rivulet-admin" migrate || return 1
+  "$ROOT/target/debug/rivulet-admin" sites create --domain "password-check-$$.example" | json_get site_id
+}
+ch_default_is_a_probe() {
+  local out
+  if out=$(CLICKHOUSE_USER=default CLICKHOUSE_PASSWORD='' ch_sql "$CLICKHOUSE_URL" "SELECT count() FROM $CLICKHOUSE_DB.sites" 2>/dev/null); then
+    echo "default read $CLICKHOUSE_DB.sites: $out"; return 1
+  fi
+  echo "default, SELECT from $CLICKHOUSE_DB: $out"
+  grep -q "Access denied to database $CLICKHOUSE_DB" <<<"$out" || return 1
+  if out=$(CLICKHOUSE_USER=default CLICKHOUSE_PASSWORD='' ch_sql "$CLICKHOUSE_URL" "CREATE DATABASE default_probe_check" 2>/dev/null); then
+    echo "default created a database"; return 1
+  fi
+  echo "default, CREATE DATABASE: $out"
+  grep -q 'readonly mode' <<<"$out" || return 1
+  out=$(CLICKHOUSE_USER=default CLICKHOUSE_PASSWORD='' ch_sql "$CLICKHOUSE_URL" 'SELECT version()') || return 1
+  echo "default, SELECT version(): $out"
+}
+passwords_unseen() {
+  local found
+  if found=$(grep -rlIF -f <(cat "$STACK_DIR"/secrets/*) "$STACK_DIR/logs"); then echo "a password is in: $found"; return 1; fi
+  if found=$(ps -eo pid=,args= | grep -F -f <(cat "$STACK_DIR"/secrets/*)); then echo "a password is on a command line: $found"; return 1; fi
+  echo "$(find "$STACK_DIR/logs" -type f | wc -l) log files and $(ps -e --no-headers | wc -l) processes looked at"
+}
