@@ -261,3 +261,6 @@ passwords_unseen() {
   if found=$(ps -eo pid=,args= | grep -F -f <(cat "$STACK_DIR"/secrets/*)); then echo "a password is on a command line: $found"; return 1; fi
   echo "$(find "$STACK_DIR/logs" -type f | wc -l) log files and $(ps -e --no-headers | wc -l) processes looked at"
 }
+# redacted FILE — an env file with the values of *PASSWORD= and the password of a
+# redis:// URL replaced by <password>: to show it in a test's output.
+redacted() { sed -E 's/(PASSWORD=|redis:\/\/[^:@\/]*:)[^@[:space:]]+/\1<password>/' "$1"; }
