@@ -35,10 +35,10 @@ need() { # need COMMAND DEBIAN-PACKAGE — installs the package unless the comma
   command -v "$1" >/dev/null || apt_install "$2"
 }
 
-load_env() {
+load_env() { # load_env [FILE] — exports the stack's env, or another file of the stack folder (demo.env)
   set -a
-  # shellcheck disable=SC1091
-  . "$STACK_DIR/env"
+  # shellcheck disable=SC1090
+  . "$STACK_DIR/${1:-env}"
   set +a
 }
 
