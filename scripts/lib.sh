@@ -1,9 +1,10 @@
 # shellcheck shell=bash
-# The toolbox every script in scripts/ sources (scripts/README.md lists what each uses):
-# the repository and stack folders, the pinned versions, messages, Debian packages, the
-# stack's environment, services run in the background with a PID file, addresses,
-# waiting for HTTP. One definition of each helper: a script that needs one sources this
-# file instead of writing its own.
+# The toolbox every script in scripts/ sources (scripts/README.md lists the helpers and
+# the scripts): the repository and stack folders, the pinned versions, messages, Debian
+# packages, the stack's environment, services run in the background with a PID file,
+# addresses, waiting, the test framework, Kafka's tools, JSON, and Redis and ClickHouse
+# clients that keep passwords off command lines. One definition of each helper: a script
+# that needs one sources this file instead of writing its own.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STACK_DIR=${RIVULET_STACK_DIR:-$ROOT/.stack}
@@ -258,7 +259,11 @@ ch_default_is_a_probe() {
 passwords_unseen() {
   local found
   if found=$(grep -rlIF -f <(cat "$STACK_DIR"/secrets/*) "$STACK_DIR/logs"); then echo "a password is in: $found"; return 1; fi
-  if found=$(ps -eo pid=,args= | grep -F -f <(cat "$STACK_DIR"/secrets/*)); then echo "a password is on a command line: $found"; return 1; fi
+  # (Only the processes' ids and names are shown, never the command line that matched.)
+  found=$(ps -eo pid=,args= | grep -F -f <(cat "$STACK_DIR"/secrets/*) | awk '{print $1}')
+  if [ -n "$found" ]; then
+    echo "a password is on the command line of: $(ps -o pid=,comm= -p "$(paste -sd, <<<"$found")" | tr '\n' ' ')"; return 1
+  fi
   echo "$(find "$STACK_DIR/logs" -type f | wc -l) log files and $(ps -e --no-headers | wc -l) processes looked at"
 }
 # redacted FILE — an env file with the values of *PASSWORD= and the password of a
