@@ -43,11 +43,13 @@ RUN --mount=type=cache,id=rivulet-cargo-registry,target=/usr/local/cargo/registr
  && cp target/release/rivulet-ingest target/release/rivulet-enricher target/release/rivulet-admin /out/
 
 # --- user-agent rules ------------------------------------------------------------------
-# uap-core's regexes.yaml (Apache-2.0) at the revision pinned in scripts/uap-core/pin,
-# regenerated from PyPI's ua-parser-builtins wheel by the same script scripts/stack uses.
+# uap-core's regexes.yaml (Apache-2.0) at the revision pinned in scripts/versions.env,
+# regenerated from PyPI's ua-parser-builtins wheel by the same script scripts/stack uses
+# (which reads the pin from versions.env beside its folder).
 FROM python:3.12-slim-bookworm AS uap-core
-COPY scripts/uap-core/ /uap/
-RUN bash /uap/install /out
+COPY scripts/versions.env /uap/versions.env
+COPY scripts/uap-core/ /uap/uap-core/
+RUN bash /uap/uap-core/install /out
 
 # --- runtime ---------------------------------------------------------------------------
 FROM debian:bookworm-slim AS runtime

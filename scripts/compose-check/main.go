@@ -5,7 +5,10 @@
 // then checks what compose-go leaves to the engine: that every bind-mounted file or
 // folder exists, and that a service waited for as healthy has a healthcheck.
 //
-//	go run . [-print | -services] FILE...
+//	go run . [-print | -json | -services] [-no-dotenv] FILE...
+//
+// -json prints each file's resolved model as JSON (for checks that read it); -no-dotenv
+// ignores a .env beside the file (so that a check can tell that a variable is required).
 //
 // Exits 1 on the first file that fails, with compose-go's message.
 package main
@@ -24,32 +27,36 @@ import (
 
 func main() {
 	print := flag.Bool("print", false, "print each file's resolved model (as `docker compose config` would)")
+	asJSON := flag.Bool("json", false, "print each file's resolved model as JSON")
 	services := flag.Bool("services", false, "print each file's service names, one a line, instead of a summary")
+	noDotEnv := flag.Bool("no-dotenv", false, "ignore a .env file beside the compose file")
 	flag.Parse()
 	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: compose-check [-print] FILE...")
+		fmt.Fprintln(os.Stderr, "usage: compose-check [-print | -json | -services] [-no-dotenv] FILE...")
 		os.Exit(2)
 	}
 	for _, file := range flag.Args() {
-		if err := check(file, *print, *services); err != nil {
+		if err := check(file, *print, *asJSON, *services, !*noDotEnv); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", file, err)
 			os.Exit(1)
 		}
 	}
 }
 
-func check(file string, print, services bool) error {
+func check(file string, print, asJSON, services, dotEnv bool) error {
 	abs, err := filepath.Abs(file)
 	if err != nil {
 		return err
 	}
-	opts, err := cli.NewProjectOptions([]string{abs},
+	options := []cli.ProjectOptionsFn{
 		cli.WithWorkingDirectory(filepath.Dir(abs)),
 		cli.WithOsEnv,
-		cli.WithDotEnv,
-		cli.WithConsistency(true),
-		cli.WithResolvedPaths(true),
-	)
+	}
+	if dotEnv {
+		options = append(options, cli.WithDotEnv)
+	}
+	options = append(options, cli.WithConsistency(true), cli.WithResolvedPaths(true))
+	opts, err := cli.NewProjectOptions([]string{abs}, options...)
 	if err != nil {
 		return err
 	}
@@ -89,6 +96,14 @@ func check(file string, print, services bool) error {
 			return err
 		}
 		os.Stdout.Write(out)
+	}
+	if asJSON {
+		out, err := project.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		os.Stdout.Write(append(out, '\n'))
+		return nil
 	}
 	if services {
 		for _, name := range project.ServiceNames() {

@@ -68,10 +68,13 @@ class Report:
 
 
 class Reference:
-    """The 18.16 server, over its HTTP interface."""
+    """The 18.16 server, over its HTTP interface, as the stack's ClickHouse user
+    (CLICKHOUSE_USER and CLICKHOUSE_PASSWORD of .stack/env, sent as headers)."""
 
     def __init__(self, url):
         self.url = url.rstrip("/")
+        self.headers = {"X-ClickHouse-User": os.environ.get("CLICKHOUSE_USER") or "default",
+                        "X-ClickHouse-Key": os.environ.get("CLICKHOUSE_PASSWORD", "")}
 
     def query(self, sql, database=None, fmt=None):
         params = {}
@@ -80,7 +83,8 @@ class Reference:
         if fmt:
             params["default_format"] = fmt
         req = urllib.request.Request(
-            f"{self.url}/?{urllib.parse.urlencode(params)}", data=sql.encode(), method="POST"
+            f"{self.url}/?{urllib.parse.urlencode(params)}", data=sql.encode(), method="POST",
+            headers=self.headers,
         )
         try:
             with urllib.request.urlopen(req, timeout=60) as r:

@@ -41,10 +41,25 @@ fn nodes() -> Vec<(String, String)> {
     nodes
 }
 
-/// One statement on one server over HTTP, answered as TSV.
+/// One statement on one server of the cluster over HTTP, answered as TSV, as the stack's
+/// ClickHouse user (`CLICKHOUSE_USER`, `CLICKHOUSE_PASSWORD`: the `default` user of the
+/// local stack reads nothing of Rivulet's).
 async fn on_node(url: &str, sql: &str) -> String {
+    on_node_as(
+        url,
+        &env("CLICKHOUSE_USER"),
+        &env("CLICKHOUSE_PASSWORD"),
+        sql,
+    )
+    .await
+}
+
+/// `on_node` with another stack's user (the single node's has a password of its own).
+async fn on_node_as(url: &str, user: &str, password: &str, sql: &str) -> String {
     let resp = http()
         .post(format!("{url}/?database={}", env("CLICKHOUSE_DB")))
+        .header("X-ClickHouse-User", user)
+        .header("X-ClickHouse-Key", password)
         .body(sql.to_string())
         .timeout(Duration::from_secs(60))
         .fetch()
@@ -171,8 +186,14 @@ async fn the_overview_answers_on_the_cluster_as_on_a_single_node() {
     let cluster = db().await;
     let single_env = single_node();
     let single_url = single_env["CLICKHOUSE_URL"].clone();
+    let (single_user, single_password) = (
+        single_env["CLICKHOUSE_USER"].clone(),
+        single_env["CLICKHOUSE_PASSWORD"].clone(),
+    );
     let single = ChConfig {
         url: single_url.clone(),
+        user: single_user.clone(),
+        password: single_password.clone(),
         topology: rivulet_common::topology::Topology::SingleNode,
         insert_quorum: 0,
         ..ChConfig::from_env().unwrap()
@@ -203,14 +224,19 @@ async fn the_overview_answers_on_the_cluster_as_on_a_single_node() {
     {
         let sql = bound(st.sql, &[site_id, since]);
         let on_cluster = on_node(&cluster_url, &sql).await;
-        let on_single = on_node(&single_url, &sql).await;
+        let on_single = on_node_as(&single_url, &single_user, &single_password, &sql).await;
         assert!(!on_single.trim().is_empty(), "{}: no rows", st.name);
         assert_eq!(on_cluster, on_single, "{}", st.name);
     }
     // And the documented exact count.
     let exact = format!("SELECT count() FROM events FINAL WHERE site_id = {site_id}");
     assert_eq!(on_node(&cluster_url, &exact).await.trim(), "600");
-    assert_eq!(on_node(&single_url, &exact).await.trim(), "600");
+    assert_eq!(
+        on_node_as(&single_url, &single_user, &single_password, &exact)
+            .await
+            .trim(),
+        "600"
+    );
 }
 
 /// The replicas of each shard: `[(shard 1: r1, r2), (shard 2: r1, r2)]` by name and URL.

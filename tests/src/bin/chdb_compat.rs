@@ -301,8 +301,10 @@ async fn load(
     let config = ChConfig {
         url: url.into(),
         database: database.into(),
-        user: "default".into(),
-        password: String::new(),
+        // The stack's ClickHouse user (.stack/env): 18.16's `default` reads nothing of
+        // Rivulet's. The chDB adapter takes any user.
+        user: std::env::var("CLICKHOUSE_USER").unwrap_or_else(|_| "default".into()),
+        password: std::env::var("CLICKHOUSE_PASSWORD").unwrap_or_default(),
         // `auto`, as in production: on for servers from 22.x.
         validation: None,
         // LZ4 off: the chDB adapter does not speak ClickHouse's compressed HTTP framing.
