@@ -269,3 +269,30 @@ passwords_unseen() {
 # redacted FILE — an env file with the values of *PASSWORD= and the password of a
 # redis:// URL replaced by <password>: to show it in a test's output.
 redacted() { sed -E 's/(PASSWORD=|redis:\/\/[^:@\/]*:)[^@[:space:]]+/\1<password>/' "$1"; }
+
+# --- measured results: results/<name>.json, shown by BENCHMARKS.md and RELIABILITY.md -----
+# write_results NAME COMMAND FIGURES-JSON-FILE — wraps the figures with when, from which
+# commit and on what host they were measured, into results/NAME.json; scripts/results
+# then renders them into the docs.
+write_results() {
+  local name=$1 command=$2 figures=$3 commit
+  commit=$(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+  git -C "$ROOT" diff --quiet HEAD -- . ':!results' 2>/dev/null || commit="$commit+changes"
+  mkdir -p "$ROOT/results"
+  python3 - "$name" "$command" "$figures" "$commit" "${RESULTS_OF:-$commit}" >"$ROOT/results/$name.json" <<'PY'
+import json, os, sys, datetime, platform
+name, command, figures, commit, of = sys.argv[1:6]
+mem = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal:"))
+print(json.dumps({
+    "name": name,
+    "command": command,
+    "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    "commit": commit,
+    "measured_build": of,
+    "host": {"cpus": os.cpu_count(), "memory_gib": round(mem / 1048576, 1),
+             "kernel": platform.release(), "load_average": [round(x, 2) for x in os.getloadavg()]},
+    "figures": json.load(open(figures)),
+}, indent=2, ensure_ascii=False))
+PY
+  log "wrote results/$name.json"
+}

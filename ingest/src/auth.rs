@@ -215,6 +215,13 @@ impl Auth {
         }
     }
 
+    /// Whether `api_key` is a key this process holds as good (no lookup needed).
+    pub fn knows(&self, api_key: Option<&str>) -> bool {
+        api_key
+            .and_then(digest_if_well_formed)
+            .is_some_and(|d| matches!(self.keys.get(&d), Some((_, true))))
+    }
+
     /// The site, from the directory; 503 before the directory was first read.
     pub fn site(&self, site_id: u32) -> Result<Option<Arc<crate::sites::SiteInfo>>, IngestError> {
         self.sites

@@ -3,6 +3,11 @@
 //! site ids costs lookups and tells the guesser something each time; past the limit the
 //! address is answered 429 before anything is looked up (docs/security.md).
 //!
+//! A key that ingest does not already hold in memory may cost a registry query, so its
+//! check takes a token *before* the lookup (and gives it back if the key is good): an
+//! address sending many unknown keys at once gets as many queries as it has tokens, not
+//! as many as it has requests in flight.
+//!
 //! A token bucket per address: `AUTH_FAILURE_BURST` rejections at once, refilled at
 //! `AUTH_FAILURES_PER_MINUTE`. Counted per ingest process (in memory: the point is to
 //! cost an attacker time without costing Redis a call per rejection). IPv6 addresses are
@@ -80,6 +85,24 @@ impl FailureLimiter {
         self.record_at(ip, Instant::now());
     }
 
+    /// Takes a token of `ip` ahead of a lookup that may fail; `Err` when there is none.
+    pub fn take(&self, ip: IpAddr) -> Result<(), Blocked> {
+        self.check(ip)?;
+        self.record(ip);
+        Ok(())
+    }
+
+    /// Gives back a token taken ahead of a lookup that succeeded.
+    pub fn refund(&self, ip: IpAddr) {
+        if self.limit.burst == 0 {
+            return;
+        }
+        let mut buckets = self.buckets.lock().expect("failure limiter lock");
+        if let Some(b) = buckets.get_mut(&counted_as(ip)) {
+            b.tokens = (b.tokens + 1.0).min(f64::from(self.limit.burst));
+        }
+    }
+
     fn record_at(&self, ip: IpAddr, now: Instant) {
         if self.limit.burst == 0 {
             return;
@@ -124,6 +147,23 @@ mod tests {
         assert!(l.check_at(ip, t0 + Duration::from_millis(1001)).is_ok());
         // Another address is not affected.
         assert!(l.check_at("203.0.113.10".parse().unwrap(), t0).is_ok());
+    }
+
+    #[test]
+    fn a_token_taken_ahead_comes_back_when_the_lookup_succeeds() {
+        let l = FailureLimiter::new(FailureLimit {
+            burst: 2,
+            per_minute: 1,
+        });
+        let ip: IpAddr = "203.0.113.9".parse().unwrap();
+        assert!(l.take(ip).is_ok());
+        assert!(l.take(ip).is_ok());
+        assert!(
+            l.take(ip).is_err(),
+            "no token left for a third lookup at once"
+        );
+        l.refund(ip);
+        assert!(l.take(ip).is_ok());
     }
 
     #[test]

@@ -219,15 +219,31 @@ async fn admit<S: Sink>(
     if let Err(blocked) = st.failures.check(ip) {
         return Err(IngestError::TooManyRejections(blocked.0));
     }
+    // A key not held in memory may cost a registry query: its token is taken before the
+    // lookup, so concurrent unknown keys cannot get more queries than the address has
+    // tokens; a good key gives it back.
+    let ahead = match credential {
+        Credential::Key(key) if !st.auth.knows(key) => {
+            if let Err(blocked) = st.failures.take(ip) {
+                return Err(IngestError::TooManyRejections(blocked.0));
+            }
+            true
+        }
+        _ => false,
+    };
     let admitted = match credential {
         Credential::Key(key) => admit_key(st, key, site_id, events).await,
         Credential::Browser => admit_browser(st, site_id, events, client, ip, cors),
     };
-    if let Err(
-        IngestError::InvalidKey | IngestError::SiteNotFound | IngestError::OriginNotAllowed,
-    ) = &admitted
-    {
-        st.failures.record(ip);
+    match &admitted {
+        Err(
+            IngestError::InvalidKey | IngestError::SiteNotFound | IngestError::OriginNotAllowed,
+        ) if !ahead => st.failures.record(ip),
+        Err(
+            IngestError::InvalidKey | IngestError::SiteNotFound | IngestError::OriginNotAllowed,
+        ) => {}
+        _ if ahead => st.failures.refund(ip),
+        _ => {}
     }
     admitted
 }

@@ -8,6 +8,7 @@
 //! a while), HTTP exchanges through `client::Fetch`, reads of Kafka through
 //! `kafka`, and a client that retries as the SDK does is a `retry::RetryingClient`.
 
+pub mod attack;
 pub mod client;
 pub mod compat;
 pub mod data;
@@ -106,11 +107,24 @@ pub async fn site_with_key() -> (u32, String) {
     (site.site_id, key.reveal().to_string())
 }
 
-/// Path of a workspace binary built by `cargo build` (scripts/test builds them first).
+/// Path of a workspace binary built by `cargo build` (scripts/test builds them first),
+/// or of one in `RIVULET_BIN_DIR` (the attack tool measures other builds so).
 pub fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // target/<profile>/deps/<test> → target/<profile>/<name>
-    let path = exe.parent().and_then(|p| p.parent()).unwrap().join(name);
+    let dir = match std::env::var_os("RIVULET_BIN_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        // target/<profile>/deps/<test> → target/<profile>/<name>
+        None => {
+            let exe = std::env::current_exe().unwrap();
+            let deps = exe.parent().unwrap();
+            // A tool of src/bin runs from target/<profile> itself.
+            if deps.ends_with("deps") {
+                deps.parent().unwrap().to_path_buf()
+            } else {
+                deps.to_path_buf()
+            }
+        }
+    };
+    let path = dir.join(name);
     assert!(
         path.exists(),
         "{} is missing: run `cargo build --workspace --bins` first (scripts/test does)",
@@ -265,8 +279,10 @@ fn spawn_service(
 ) -> Service {
     load_stack_env();
     let port = free_port();
-    // Ingest serves readiness and metrics on an address of their own.
-    let internal = (name == "rivulet-ingest").then(free_port);
+    // Ingest serves readiness and metrics on an address of their own (unless the binary
+    // under test predates it: RIVULET_LEGACY_OPS, for the attack tool's "before").
+    let legacy = std::env::var_os("RIVULET_LEGACY_OPS").is_some();
+    let internal = (name == "rivulet-ingest" && !legacy).then(free_port);
     let log = log_file(name.trim_start_matches("rivulet-"));
     let out = std::fs::File::create(&log).unwrap();
     let mut cmd = Command::new(binary(name));

@@ -1,0 +1,89 @@
+//! `attack`: runs every attack of `rivulet_tests::attack` against the real binaries on
+//! the local stack and prints the figures as JSON (`scripts/attack` writes them to
+//! results/ for RELIABILITY.md).
+//!
+//!     attack SECONDS
+//!
+//! SECONDS: how long the connection attack lasts. The binaries are those of this build,
+//! or of `RIVULET_BIN_DIR`; set `RIVULET_LEGACY_OPS=1` for builds from before ingest
+//! served readiness on an internal address (to measure what an attack did to them).
+
+use rivulet_tests::attack::*;
+use rivulet_tests::*;
+use serde_json::json;
+
+#[tokio::main]
+async fn main() {
+    let args = tool_args("attack SECONDS", 1..=1);
+    let seconds: u64 = args[1].parse().expect("SECONDS is a number");
+    let (site, key) = site_with_key().await;
+    let normal = json!({"api_key": key, "site_id": site, "pathname": "/normal"});
+    let mut figures = serde_json::Map::new();
+
+    let ingest = start_ingest(&[]).await;
+    eprintln!("attack: 1 MiB bodies");
+    figures.insert(
+        "memory".into(),
+        json!(batch_memory(&ingest, &normal, 4).await),
+    );
+    eprintln!("attack: properties nesting");
+    figures.insert(
+        "nesting".into(),
+        json!(properties_nesting(&ingest, &key, site).await),
+    );
+    eprintln!("attack: internal endpoints");
+    figures.insert("internal".into(), json!(internal_endpoints(&ingest).await));
+    eprintln!("attack: forged cache entries");
+    figures.insert(
+        "forged_cache".into(),
+        json!(forged_cache_entries(&ingest, site).await),
+    );
+    drop(ingest);
+
+    let ingest = start_ingest(&[("MAX_CONNECTIONS", "50")]).await;
+    eprintln!("attack: stalled connections for {seconds} s");
+    figures.insert(
+        "connections".into(),
+        json!(pinned_connections(&ingest, &normal, 50, seconds).await),
+    );
+    drop(ingest);
+
+    let token = "t".repeat(40);
+    let admin = start_admin(&token, &[]).await;
+    eprintln!("attack: guessing the admin token");
+    figures.insert(
+        "login".into(),
+        json!(login_guessing(&admin, &token, 500).await),
+    );
+
+    let limits = [
+        ("AUTH_FAILURE_BURST", "20"),
+        ("AUTH_FAILURES_PER_MINUTE", "60"),
+    ];
+    let ingest = start_ingest(&limits).await;
+    eprintln!("attack: 10,000 unknown keys and sites");
+    figures.insert(
+        "unknown_keys".into(),
+        json!(negative_lookups(&ingest, &admin, &token, site, None, 10_000).await),
+    );
+    drop(ingest);
+    let ingest = start_ingest(&limits).await;
+    eprintln!("attack: a valid key with 3,000 random sites");
+    figures.insert(
+        "unknown_sites".into(),
+        json!(negative_lookups(&ingest, &admin, &token, site, Some(&key), 3_000).await),
+    );
+    drop(ingest);
+
+    let ingest = start_ingest(&[
+        ("RATE_LIMIT_PER_SECOND", "20"),
+        ("EVENT_RATE_LIMIT_PER_SECOND", "10000"),
+    ])
+    .await;
+    eprintln!("attack: bursts across a second's boundary, and batches");
+    figures.insert(
+        "bursts".into(),
+        json!(double_burst(&ingest, &key, site, 20, 10_000).await),
+    );
+    println!("{}", serde_json::to_string_pretty(&figures).unwrap());
+}
