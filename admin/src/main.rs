@@ -6,10 +6,13 @@
 mod cache;
 mod config;
 mod dashboard;
+mod erase;
 mod error;
+mod export;
 mod install;
 mod ops;
 mod output;
+mod people;
 mod replay;
 
 use clap::{Parser, Subcommand};
@@ -23,7 +26,7 @@ use serde_json::Value;
 #[command(
     name = "rivulet-admin",
     version,
-    about = "Manage Rivulet: schema, sites and API keys, enrichment data, re-enrichment"
+    about = "Manage Rivulet: schema, sites and API keys, people and their data, enrichment data, re-enrichment"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -51,6 +54,58 @@ enum Command {
     Install {
         #[command(subcommand)]
         what: InstallCommand,
+    },
+    /// Erase a person (or list the requests): their events on every replica, the anonymous
+    /// ids they claimed and their profile; redelivered or replayed events of theirs are
+    /// never stored again. Prints the request's receipt.
+    Erase {
+        #[arg(long = "site", required_unless_present_any = ["list", "status"])]
+        site_id: Option<u32>,
+        /// The user id the site sent (with the anonymous ids it claimed).
+        #[arg(long, conflicts_with_all = ["visitor_id", "list", "status"])]
+        user_id: Option<String>,
+        /// A visitor id, as stored for events sent without a user id.
+        #[arg(long, conflicts_with_all = ["list", "status"])]
+        visitor_id: Option<String>,
+        /// Also drop this id's future events, at ingest and in the enricher.
+        #[arg(long)]
+        suppress: bool,
+        /// Wait until the request is done (or failed).
+        #[arg(long)]
+        wait: bool,
+        /// How long to wait for ClickHouse, or for the request with --wait (default 600).
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// List the requests (of --site, or all), newest first.
+        #[arg(long, conflicts_with = "status")]
+        list: bool,
+        /// Show one request's receipt.
+        #[arg(long)]
+        status: Option<String>,
+    },
+    /// Export a site's events (or one person's) as NDJSON or CSV, to stdout or --output.
+    Export {
+        #[arg(long = "site")]
+        site_id: u32,
+        /// One person: this user id and the anonymous ids it claimed.
+        #[arg(long)]
+        user_id: Option<String>,
+        /// Events from then on (RFC 3339, a UTC date, or a time before now: 90m, 7d).
+        #[arg(long)]
+        from: Option<String>,
+        /// Events before then.
+        #[arg(long)]
+        to: Option<String>,
+        #[arg(long, default_value = "ndjson")]
+        format: export::Format,
+        /// A file to write (default: stdout).
+        #[arg(long)]
+        output: Option<std::path::PathBuf>,
+    },
+    /// People: a user's profile, aliases and events.
+    Users {
+        #[command(subcommand)]
+        command: UsersCommand,
     },
     /// Re-enrich stored events from events.raw (Kafka, within its retention) with the
     /// current rules and geo database; rewritten rows replace the stored ones.
@@ -106,6 +161,18 @@ enum InstallCommand {
 }
 
 #[derive(Subcommand)]
+enum UsersCommand {
+    /// A user's traits, the anonymous ids they claimed, first and last seen, and event
+    /// counts (those sent before identify included).
+    Show {
+        #[arg(long = "site")]
+        site_id: u32,
+        #[arg(long)]
+        user_id: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum SitesCommand {
     /// Register a site; prints its id.
     Create {
@@ -115,6 +182,22 @@ enum SitesCommand {
         name: Option<String>,
     },
     List,
+    /// Change a site's settings; what is not given stays as it is.
+    Update {
+        site_id: u32,
+        #[arg(long)]
+        name: Option<String>,
+        /// The domains browser events are accepted from (repeat, or comma-separated); the
+        /// first is the primary one. Replaces the list.
+        #[arg(long = "domain", value_delimiter = ',')]
+        domains: Vec<String>,
+        /// Whether the domains also cover their subdomains.
+        #[arg(long)]
+        allow_subdomains: Option<bool>,
+        /// Days events are kept; 0 keeps them for ever.
+        #[arg(long)]
+        retention_days: Option<u32>,
+    },
     /// Delete a site: its events stay, tracking for it stops (404).
     Delete {
         site_id: u32,
@@ -141,6 +224,7 @@ enum KeysCommand {
 async fn main() {
     let cli = Cli::parse();
     match run(cli.command).await {
+        Ok(Value::Null) => {}
         Ok(v) => println!("{}", serde_json::to_string_pretty(&v).expect("JSON output")),
         Err(e) => {
             eprintln!("error: {e}");
@@ -177,6 +261,15 @@ fn install_request(what: InstallCommand) -> install::Request {
     }
 }
 
+/// ClickHouse, connected (asked for its version).
+async fn connect() -> Result<rivulet_common::ch::Db, AdminError> {
+    let cfg = AdminConfig::from_env()?;
+    cfg.clickhouse
+        .connect()
+        .await
+        .map_err(|e| AdminError::Unavailable(format!("ClickHouse at {}: {e}", cfg.clickhouse.url)))
+}
+
 /// The registry and its Redis, connected (ClickHouse is asked for its version).
 async fn ops() -> Result<Ops, AdminError> {
     let cfg = AdminConfig::from_env()?;
@@ -200,6 +293,74 @@ async fn run(command: Command) -> Result<Value, AdminError> {
     // These need neither Redis nor the registry.
     let command = match command {
         Command::Install { what } => return install::install(install_request(what)).await,
+        Command::Erase {
+            site_id,
+            user_id,
+            visitor_id,
+            suppress,
+            wait,
+            timeout,
+            list,
+            status,
+        } => {
+            let timeout = std::time::Duration::from_secs(timeout);
+            let db = connect().await?;
+            if list {
+                return erase::list(&db, site_id).await;
+            }
+            if let Some(id) = status {
+                return erase::status(&db, &id, wait, timeout).await;
+            }
+            let subject = match (user_id, visitor_id) {
+                (Some(u), None) => (rivulet_common::privacy::SubjectKind::UserId, u),
+                (None, Some(v)) => (rivulet_common::privacy::SubjectKind::VisitorId, v),
+                _ => {
+                    return Err(AdminError::Usage(
+                        "say whom to erase: --user-id or --visitor-id".into(),
+                    ))
+                }
+            };
+            let site = site_id.expect("clap requires --site");
+            return erase::request(&db, site, subject, suppress, wait, timeout).await;
+        }
+        Command::Export {
+            site_id,
+            user_id,
+            from,
+            to,
+            format,
+            output,
+        } => {
+            let now_ms =
+                (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
+            let secs = |t: Option<String>| -> Result<Option<u32>, AdminError> {
+                t.map(|t| replay::parse_time(&t, now_ms).map(|ms| (ms / 1000) as u32))
+                    .transpose()
+            };
+            let req = export::Request {
+                site_id,
+                user_id,
+                from: secs(from)?,
+                to: secs(to)?,
+                format,
+            };
+            let db = connect().await?;
+            let n = match &output {
+                Some(path) => {
+                    let file = std::fs::File::create(path).map_err(|e| {
+                        AdminError::Usage(format!("cannot create {}: {e}", path.display()))
+                    })?;
+                    export::export(&db, &req, file).await?
+                }
+                None => export::export(&db, &req, std::io::stdout().lock()).await?,
+            };
+            // The rows are the output: the summary goes to stderr.
+            eprintln!("{n} events exported");
+            return Ok(Value::Null);
+        }
+        Command::Users {
+            command: UsersCommand::Show { site_id, user_id },
+        } => return people::show(&connect().await?, site_id, &user_id).await,
         Command::Replay {
             since,
             until,
@@ -228,7 +389,12 @@ async fn run(command: Command) -> Result<Value, AdminError> {
     let ops = ops().await?;
     let reg = &ops.reg;
     match command {
-        Command::Serve | Command::Install { .. } | Command::Replay { .. } => {
+        Command::Serve
+        | Command::Install { .. }
+        | Command::Replay { .. }
+        | Command::Erase { .. }
+        | Command::Export { .. }
+        | Command::Users { .. } => {
             unreachable!("handled above")
         }
         Command::Migrate => {
@@ -245,6 +411,21 @@ async fn run(command: Command) -> Result<Value, AdminError> {
             SitesCommand::List => Ok(Value::Array(
                 reg.list_sites().await?.iter().map(output::site).collect(),
             )),
+            SitesCommand::Update {
+                site_id,
+                name,
+                domains,
+                allow_subdomains,
+                retention_days,
+            } => {
+                let changes = rivulet_common::registry::SiteChanges {
+                    name,
+                    domains: (!domains.is_empty()).then_some(domains),
+                    allow_subdomains,
+                    retention_days,
+                };
+                Ok(output::site(&ops.update_site(site_id, &changes).await?))
+            }
             SitesCommand::Delete { site_id } => Ok(output::site(&ops.delete_site(site_id).await?)),
         },
         Command::Keys { command } => match command {

@@ -22,6 +22,26 @@ pub fn site(s: &Site) -> Value {
         "name": s.name,
         "created_at": rfc3339(s.created_at),
         "deleted": s.deleted == 1,
+        "domains": s.domains(),
+        "allow_subdomains": s.allow_subdomains == 1,
+        "retention_days": s.retention_days,
+    })
+}
+
+/// An erasure request's receipt.
+pub fn receipt(r: &rivulet_common::privacy::Receipt) -> Value {
+    let ids: Value = serde_json::from_str(&r.ids).unwrap_or(Value::Null);
+    json!({
+        "request_id": r.request_id,
+        "site_id": r.site_id,
+        "subject": {"kind": r.subject_kind, "id": r.subject},
+        "ids": ids,
+        "suppress": r.suppress == 1,
+        "requested_at": rfc3339((r.requested_at_ms / 1000) as u32),
+        "state": r.state,
+        "reason": if r.reason.is_empty() { Value::Null } else { Value::String(r.reason.clone()) },
+        "rows_removed": r.rows_removed,
+        "updated_at": rfc3339((r.updated_at_ms / 1000) as u32),
     })
 }
 

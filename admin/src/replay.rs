@@ -12,10 +12,12 @@
 //!   `user_id`, `session_id` and `ip` (a replay that starts mid-session could not
 //!   recompute a session id, and `ip` follows the `STORE_IP` of the time it was stored);
 //!   every other column is recomputed. Only rows that differ are written, with the same
-//!   insert as the enricher (`rivulet_enricher::pipeline::insert_row_binary`, with the
+//!   insert as the enricher (`rivulet_enricher::insert::insert_row_binary`, with the
 //!   cluster's quorum settings). A new row has the same `(site_id, timestamp, event_id)`
 //!   as the stored one, so `ReplacingMergeTree` keeps the newer: counts do not change.
-//! - Events not in ClickHouse (the enricher has not written them yet) are left alone.
+//! - Events not in ClickHouse (the enricher has not written them yet) are left alone,
+//!   and so is every event of a person erased before it (the erasure ledger, read at the
+//!   start: docs/privacy.md), even one whose row a running erasure has not removed yet.
 
 use crate::error::AdminError;
 use bytes::Bytes;
@@ -29,6 +31,7 @@ use rivulet_common::schema::queries;
 use rivulet_enricher::config::EnricherConfig;
 use rivulet_enricher::data::EnrichmentData;
 use rivulet_enricher::enrich::Enrichers;
+use rivulet_enricher::ledger::{EventIds, Ledger};
 use rivulet_enricher::session::SessionTracker;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -61,6 +64,7 @@ struct Tally {
     undecodable: u64,
     events_in_range: u64,
     not_stored: u64,
+    erased: u64,
     timestamp_differs: u64,
     unchanged: u64,
     rows_rewritten: u64,
@@ -91,6 +95,11 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
             "--optimize merges the table on a single server; on a cluster, run OPTIMIZE TABLE events_local ON CLUSTER <name> PARTITION <YYYYMM> FINAL on the shards yourself".into(),
         ));
     }
+    let ledger = Ledger::new();
+    ledger
+        .refresh(&db)
+        .await
+        .map_err(|e| AdminError::Unavailable(format!("the erasure ledger in ClickHouse: {e}")))?;
     let data = EnrichmentData::load(cfg.data())
         .map_err(|e| AdminError::Usage(format!("cannot load the enrichment data: {e}")))?;
     let enrichers = data.current();
@@ -202,6 +211,7 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
             process(
                 &db,
                 &enrichers,
+                &ledger,
                 &mut sessions,
                 batch,
                 &mut tally,
@@ -218,6 +228,7 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
         process(
             &db,
             &enrichers,
+            &ledger,
             &mut sessions,
             batch,
             &mut tally,
@@ -252,6 +263,7 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
         "undecodable": tally.undecodable,
         "events_in_range": tally.events_in_range,
         "not_stored": tally.not_stored,
+        "erased": tally.erased,
         "timestamp_differs": tally.timestamp_differs,
         "unchanged": tally.unchanged,
         "rows_rewritten": tally.rows_rewritten,
@@ -392,15 +404,28 @@ fn low_watermarks(
 async fn process(
     db: &Db,
     enrichers: &Enrichers,
+    ledger: &Ledger,
     sessions: &mut SessionTracker,
     batch: Vec<RawEvent>,
     tally: &mut Tally,
     dry_run: bool,
 ) -> Result<(), AdminError> {
-    let rows: Vec<EventRow> = batch
-        .into_iter()
-        .map(|raw| enrichers.enrich(raw, sessions))
-        .collect();
+    let mut rows: Vec<EventRow> = Vec::with_capacity(batch.len());
+    for raw in batch {
+        let (ts, received) = (raw.timestamp, raw.received_at);
+        let row = enrichers.enrich(raw, sessions);
+        if ledger.erases(&EventIds::new(
+            row.site_id,
+            &row.user_id,
+            &row.anonymous_id,
+            ts,
+            received,
+        )) {
+            tally.erased += 1;
+        } else {
+            rows.push(row);
+        }
+    }
     let stored = stored_rows(db, &rows).await?;
     let mut encoded = Vec::new();
     for mut row in rows {
@@ -530,7 +555,7 @@ async fn insert(db: &Db, rows: Bytes) -> Result<(), AdminError> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match rivulet_enricher::pipeline::insert_row_binary(db, std::slice::from_ref(&rows)).await
+        match rivulet_enricher::insert::insert_row_binary(db, std::slice::from_ref(&rows)).await
         {
             Ok(()) => return Ok(()),
             Err(e) if attempt < 10 => {

@@ -29,6 +29,9 @@ pub struct ChConfig {
     /// `CLICKHOUSE_INSERT_QUORUM_TIMEOUT_MS`, default 10000: how long an insert waits for
     /// its quorum before it fails (and is retried).
     pub insert_quorum_timeout_ms: u64,
+    /// `CLICKHOUSE_NODES`: every server's HTTP URL, comma-separated (default: `url` alone).
+    /// Erasure asks each of them that a person's rows are gone from every replica.
+    pub nodes: Vec<String>,
 }
 
 impl ChConfig {
@@ -57,7 +60,37 @@ impl ChConfig {
             )?,
             insert_quorum_timeout_ms: config::parse("CLICKHOUSE_INSERT_QUORUM_TIMEOUT_MS", 10_000)?,
             topology,
-        })
+            nodes: Vec::new(),
+        }
+        .with_nodes(config::optional("CLICKHOUSE_NODES")))
+    }
+
+    fn with_nodes(mut self, nodes: Option<String>) -> Self {
+        self.nodes = nodes
+            .iter()
+            .flat_map(|n| n.split(','))
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(String::from)
+            .collect();
+        if self.nodes.is_empty() {
+            self.nodes.push(self.url.clone());
+        }
+        self
+    }
+
+    /// One client per server (`CLICKHOUSE_NODES`), with the safest settings.
+    pub fn each_node(&self) -> Vec<Db> {
+        self.nodes
+            .iter()
+            .map(|url| {
+                ChConfig {
+                    url: url.clone(),
+                    ..self.clone()
+                }
+                .connect_lazy()
+            })
+            .collect()
     }
 
     /// A client with the safest settings, no database selected (for `CREATE DATABASE`).

@@ -19,6 +19,8 @@ pub mod keys;
 #[cfg(feature = "server")]
 pub mod listener;
 #[cfg(feature = "clickhouse")]
+pub mod privacy;
+#[cfg(feature = "clickhouse")]
 pub mod registry;
 #[cfg(feature = "clickhouse")]
 pub mod schema;

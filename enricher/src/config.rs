@@ -40,8 +40,15 @@ pub struct EnricherConfig {
     pub batch_max_age: Duration,
     /// `INSERT_RETRY_MAX_MS`, default 5000: cap of the exponential backoff of inserts.
     pub insert_retry_max: Duration,
+    /// `LEDGER_REFRESH_MS`, default 1000: how often the erasure ledger is read.
+    pub ledger_refresh: Duration,
+    /// `LEDGER_MAX_AGE_MS`, default 5000: inserts wait while the ledger was last read
+    /// longer ago (an erasure is then known to every insert that follows it by this much).
+    pub ledger_max_age: Duration,
     /// `CLICKHOUSE_*`: where rows go.
     pub clickhouse: ChConfig,
+    /// `LIFECYCLE_RUNNER`, `ERASURE_*`, `RETENTION_CHECK_SECS`: erasures and retention.
+    pub lifecycle: crate::lifecycle::LifecycleConfig,
 }
 
 pub const DEFAULT_VISITOR_SECRET: &str = "rivulet-dev-secret-change-me";
@@ -87,8 +94,17 @@ impl EnricherConfig {
             batch_max_rows: config::parse("BATCH_MAX_ROWS", 50_000)?,
             batch_max_bytes: config::parse("BATCH_MAX_BYTES", 8 * 1024 * 1024)?,
             batch_max_age: config::millis("BATCH_MAX_AGE_MS", 1000)?,
+            ledger_refresh: config::millis("LEDGER_REFRESH_MS", 1000)?,
+            ledger_max_age: config::millis("LEDGER_MAX_AGE_MS", 5000)?,
             insert_retry_max: config::millis("INSERT_RETRY_MAX_MS", 5000)?,
             clickhouse: ChConfig::from_env()?,
+            lifecycle: crate::lifecycle::LifecycleConfig {
+                enabled: config::flag("LIFECYCLE_RUNNER", true)?,
+                erasure_check: config::millis("ERASURE_CHECK_MS", 2000)?,
+                erasure_delay: config::millis("ERASURE_DELAY_MS", 10_000)?,
+                erasure_batch_max: config::parse("ERASURE_BATCH_MAX", 10_000)?,
+                retention_check: Duration::from_secs(config::parse("RETENTION_CHECK_SECS", 3600)?),
+            },
         })
     }
 }

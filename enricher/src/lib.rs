@@ -5,6 +5,7 @@
 //! `checks` holds the known cases a file must get right to be used (`rivulet-admin
 //! install` and `replay` use these too).
 
+pub mod batch;
 pub mod channel;
 pub mod checks;
 pub mod config;
@@ -14,6 +15,9 @@ pub mod enrich;
 pub mod error;
 pub mod geo;
 pub mod identity;
+pub mod insert;
+pub mod ledger;
+pub mod lifecycle;
 pub mod message;
 pub mod pipeline;
 pub mod server;

@@ -10,16 +10,22 @@
 //! to `events.dlq` with the reason in a header; their offsets advance once the DLQ has
 //! acknowledged them.
 //!
+//! An event or identify call of a person erased before it happened or arrived is dropped
+//! here (its offset still moves), and a batch is checked against the erasure ledger again
+//! before its insert (`batch`, `insert`).
+//!
 //! Sessions live with partitions: a visitor's events all land on one partition (the
 //! message key), and a revoked partition's session state is dropped. After a rebalance
 //! the new owner starts a fresh session for a visitor at its next event, so a rebalance
 //! splits an ongoing session in two at most.
 
+use crate::batch::{Batch, Pending};
 use crate::config::EnricherConfig;
 use crate::data::EnrichmentData;
+use crate::insert::Writer;
+use crate::ledger::{EventIds, Ledger};
 use crate::message::{self, decode, Poison};
 use crate::session::SessionTracker;
-use bytes::Bytes;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
 };
@@ -27,14 +33,11 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
-use rivulet_common::ch::{is_server_error, Db};
-use rivulet_common::event::IdentifyMessage;
-use rivulet_common::schema::events::{self, EventRow};
-use rivulet_common::schema::people::{self, AliasRow, TraitRow};
+use rivulet_common::ch::Db;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinHandle};
 
@@ -45,6 +48,9 @@ pub struct Health {
     pub clickhouse_ok: AtomicBool,
     pub shutting_down: AtomicBool,
     pub assigned_partitions: AtomicUsize,
+    /// This enricher holds partition 0 of the raw topic: it runs erasures and retention
+    /// (`lifecycle`), so that one process of the group does, whatever its size.
+    pub lifecycle_leader: AtomicBool,
 }
 
 /// Records rebalances for the loop, which owns the session state.
@@ -78,7 +84,12 @@ impl ConsumerContext for RebalanceContext {
             let parts: Vec<i32> = tpl.elements().iter().map(|e| e.partition()).collect();
             tracing::info!(partitions = ?parts, "partitions assigned");
         }
-        let n = consumer.assignment().map(|a| a.count()).unwrap_or(0);
+        let assignment = consumer.assignment().ok();
+        let n = assignment.as_ref().map_or(0, |a| a.count());
+        let leader = assignment.is_some_and(|a| a.elements().iter().any(|e| e.partition() == 0));
+        if self.health.lifecycle_leader.swap(leader, Ordering::Relaxed) != leader {
+            tracing::info!(leader, "erasures and retention are run here: {leader}");
+        }
         self.health.assigned_partitions.store(n, Ordering::Relaxed);
         metrics::gauge!("enricher_assigned_partitions").set(n as f64);
     }
@@ -135,100 +146,6 @@ pub fn dlq_producer(cfg: &EnricherConfig) -> Result<FutureProducer, rdkafka::err
     c.create()
 }
 
-/// Rows waiting to be inserted, RowBinary-encoded, and the next offset to store per
-/// partition once they are.
-///
-/// The rows are kept in chunks of ~1 MiB rather than one buffer of the whole batch: the
-/// allocator recycles chunks freed by the last insert for the next batch, where a fresh
-/// 16 MB buffer per batch (allocated on the enrich thread, freed on an I/O thread) was
-/// held back by the allocator (measured: ~20–30 MB more RSS).
-#[derive(Default)]
-pub struct Batch {
-    chunks: Vec<Bytes>,
-    current: Vec<u8>,
-    rows: usize,
-    /// What identify calls write: few, so kept as rows.
-    people: People,
-    started: Option<Instant>,
-    next_offsets: HashMap<i32, i64>,
-}
-
-/// The rows of `person_aliases` and `person_traits` a batch's identify calls make.
-#[derive(Default)]
-pub struct People {
-    pub aliases: Vec<AliasRow>,
-    pub traits: Vec<TraitRow>,
-}
-
-impl People {
-    fn is_empty(&self) -> bool {
-        self.aliases.is_empty() && self.traits.is_empty()
-    }
-}
-
-/// How long shutdown waits for each insert before leaving its events uncommitted.
-const SHUTDOWN_INSERT_WAIT: Duration = Duration::from_secs(30);
-
-/// Size at which a chunk is closed and a new one started.
-const CHUNK_BYTES: usize = 1 << 20;
-/// An upper bound of one encoded row: the validated fields' limits add up to ~12 KB.
-const MAX_ROW_BYTES: usize = 64 * 1024;
-
-impl Batch {
-    fn note(&mut self, partition: i32, offset: i64) {
-        self.started.get_or_insert_with(Instant::now);
-        let next = self.next_offsets.entry(partition).or_insert(offset + 1);
-        *next = (*next).max(offset + 1);
-    }
-    pub fn push(&mut self, row: &EventRow, partition: i32, offset: i64) {
-        if self.current.capacity() == 0 {
-            // Room for a full chunk and one more row: a chunk is allocated once.
-            self.current.reserve_exact(CHUNK_BYTES + MAX_ROW_BYTES);
-        }
-        row.write_row_binary(&mut self.current);
-        self.rows += 1;
-        if self.current.len() >= CHUNK_BYTES {
-            self.chunks
-                .push(Bytes::from(std::mem::take(&mut self.current)));
-        }
-        self.note(partition, offset);
-    }
-    /// An identify call: its alias and trait rows.
-    pub fn push_identify(&mut self, id: &IdentifyMessage, partition: i32, offset: i64) {
-        let (alias, traits) = people::identify_rows(
-            id.site_id,
-            &id.user_id,
-            id.anonymous_id.as_deref(),
-            id.traits.as_deref(),
-            id.timestamp,
-        );
-        self.people.aliases.extend(alias);
-        self.people.traits.extend(traits);
-        self.note(partition, offset);
-    }
-    /// Size of the encoded rows: at most ~9 chunks to add up for an 8 MiB batch.
-    fn encoded_bytes(&self) -> usize {
-        self.chunks.iter().map(Bytes::len).sum::<usize>() + self.current.len()
-    }
-    /// The encoded rows, in order, the people rows, and the offsets to store.
-    fn into_parts(mut self) -> (Vec<Bytes>, People, HashMap<i32, i64>) {
-        if !self.current.is_empty() {
-            self.chunks.push(Bytes::from(self.current));
-        }
-        (self.chunks, self.people, self.next_offsets)
-    }
-    fn due(&self, cfg: &EnricherConfig) -> bool {
-        self.rows >= cfg.batch_max_rows
-            || self.encoded_bytes() >= cfg.batch_max_bytes
-            || self
-                .started
-                .is_some_and(|t| t.elapsed() >= cfg.batch_max_age)
-    }
-    fn is_empty(&self) -> bool {
-        self.started.is_none()
-    }
-}
-
 /// A batch whose insert is under way (or done: `handle` finished); its offsets are
 /// stored when the insert succeeded.
 struct InFlight {
@@ -246,6 +163,20 @@ pub struct Pipeline {
     pub consumer: Arc<RawConsumer>,
     pub dlq: FutureProducer,
     pub health: Arc<Health>,
+    /// The erasure ledger, kept fresh by a task of its own.
+    pub ledger: Arc<Ledger>,
+}
+
+/// How long shutdown waits for each insert before leaving its events uncommitted.
+const SHUTDOWN_INSERT_WAIT: Duration = Duration::from_secs(30);
+
+/// Whether a batch is due: `BATCH_MAX_ROWS`, `BATCH_MAX_BYTES` or `BATCH_MAX_AGE_MS`.
+fn due(batch: &Batch, cfg: &EnricherConfig) -> bool {
+    batch.rows() >= cfg.batch_max_rows
+        || batch.encoded_bytes() >= cfg.batch_max_bytes
+        || batch
+            .started()
+            .is_some_and(|t| t.elapsed() >= cfg.batch_max_age)
 }
 
 impl Pipeline {
@@ -254,7 +185,7 @@ impl Pipeline {
             .subscribe(&[&self.cfg.topic])
             .expect("subscribe to the raw topic");
         tracing::info!(topic = %self.cfg.topic, group = %self.cfg.group_id, "consuming");
-        let mut batch = Batch::default();
+        let mut batch = Batch::new(&self.ledger);
         let mut in_flight: Option<InFlight> = None;
         let mut sessions: HashMap<i32, SessionTracker> = HashMap::new();
         let mut tick = tokio::time::interval(Duration::from_millis(50));
@@ -266,7 +197,7 @@ impl Pipeline {
                 let joined = (&mut f.handle).await;
                 self.finish_or_stop(joined, &f.next_offsets);
             }
-            if batch.due(&self.cfg) {
+            if due(&batch, &self.cfg) {
                 // One insert at a time: wait for the previous one (not polling meanwhile:
                 // this is what stops consumption while ClickHouse is down).
                 if let Some(mut f) = in_flight.take() {
@@ -279,7 +210,8 @@ impl Pipeline {
                         joined = &mut f.handle => self.finish_or_stop(joined, &f.next_offsets),
                     }
                 }
-                in_flight = Some(self.start_insert(std::mem::take(&mut batch)));
+                let full = std::mem::replace(&mut batch, Batch::new(&self.ledger));
+                in_flight = Some(self.start_insert(full));
             }
             tokio::select! {
                 biased;
@@ -298,10 +230,27 @@ impl Pipeline {
                                     generation = self.data.generation();
                                     enrichers = self.data.current();
                                 }
+                                let (ts, received) = (raw.timestamp, raw.received_at);
                                 let tracker = sessions.entry(partition).or_insert_with(|| SessionTracker::new(self.cfg.session_timeout));
-                                batch.push(&enrichers.enrich(raw, tracker), partition, offset);
+                                let row = enrichers.enrich(raw, tracker);
+                                let ids = EventIds::new(row.site_id, &row.user_id, &row.anonymous_id, ts, received);
+                                if self.ledger.erases(&ids) {
+                                    metrics::counter!("enricher_erased_events_dropped_total").increment(1);
+                                    batch.note(partition, offset);
+                                } else {
+                                    batch.push(&row, ids, partition, offset);
+                                }
                             }
-                            Ok(message::Message::Identify(id)) => batch.push_identify(&id, partition, offset),
+                            Ok(message::Message::Identify(id)) => {
+                                let anonymous = id.anonymous_id.as_deref().unwrap_or_default();
+                                let ids = EventIds::new(id.site_id, &id.user_id, anonymous, id.timestamp, id.received_at);
+                                if self.ledger.erases(&ids) {
+                                    metrics::counter!("enricher_erased_events_dropped_total").increment(1);
+                                    batch.note(partition, offset);
+                                } else {
+                                    batch.push_identify(&id, partition, offset);
+                                }
+                            }
                             Err(poison) => {
                                 let owned = m.detach();
                                 if !self.to_dlq(&owned, &poison, &mut shutdown).await {
@@ -318,7 +267,7 @@ impl Pipeline {
         }
         self.health.shutting_down.store(true, Ordering::Relaxed);
         tracing::info!(
-            rows = batch.rows,
+            rows = batch.rows(),
             "shutting down: flushing the current batch"
         );
         let mut stored = match in_flight.take() {
@@ -375,128 +324,21 @@ impl Pipeline {
     /// Starts inserting `batch` in a task that retries with capped backoff until the
     /// rows are in ClickHouse (or it is aborted, at shutdown).
     fn start_insert(&self, batch: Batch) -> InFlight {
-        let rows = batch.rows;
-        let (chunks, people, next_offsets) = batch.into_parts();
-        let (db, health) = (self.db.clone(), self.health.clone());
-        let retry_max = self.cfg.insert_retry_max;
-        let handle = self.io.spawn(async move {
-            if rows > 0 {
-                insert_events(&db, &health, &chunks, rows, retry_max).await;
-            }
-            if !people.is_empty() {
-                insert_people(&db, &health, &people, retry_max).await;
-            }
-        });
+        let (pending, next_offsets): (Pending, _) = batch.into_parts();
+        let writer = Writer {
+            db: self.db.clone(),
+            health: self.health.clone(),
+            ledger: self.ledger.clone(),
+            retry_max: self.cfg.insert_retry_max,
+            ledger_max_age: self.cfg.ledger_max_age,
+        };
+        let handle = self.io.spawn(async move { writer.store(pending).await });
         InFlight {
             handle,
             next_offsets,
         }
     }
-}
 
-/// Inserts a batch's event rows, retrying with capped backoff until they are in
-/// ClickHouse (or the task is aborted, at shutdown).
-async fn insert_events(
-    db: &Db,
-    health: &Health,
-    chunks: &[Bytes],
-    rows: usize,
-    retry_max: Duration,
-) {
-    let started = Instant::now();
-    let mut delay = Duration::from_millis(100);
-    let mut failures = 0u32;
-    let mut quorum_waits = 0u32;
-    loop {
-        let t = Instant::now();
-        match insert_row_binary(db, chunks).await {
-            Ok(()) => {
-                metrics::histogram!("enricher_insert_duration_seconds")
-                    .record(t.elapsed().as_secs_f64());
-                metrics::histogram!("enricher_batch_rows").record(rows as f64);
-                metrics::counter!("enricher_inserted_rows_total").increment(rows as u64);
-                health.clickhouse_ok.store(true, Ordering::Relaxed);
-                if failures > 0 {
-                    tracing::info!(
-                        failures,
-                        outage_ms = started.elapsed().as_millis() as u64,
-                        "ClickHouse accepts inserts again"
-                    );
-                }
-                return;
-            }
-            // ClickHouse 18.16 runs one quorum insert per table at a time and
-            // refuses the others at once: contention, not an outage. Try again
-            // soon, at a random moment so that enrichers do not collide again.
-            Err(e) if is_server_error(&e, QUORUM_BUSY) => {
-                metrics::counter!("enricher_insert_quorum_waits_total").increment(1);
-                quorum_waits += 1;
-                if quorum_waits.is_multiple_of(100) {
-                    tracing::warn!(error = %e, quorum_waits, rows, "an insert keeps waiting for another quorum insert to finish");
-                }
-                tokio::time::sleep(Duration::from_millis(20 + rand_below(80))).await;
-            }
-            Err(e) => {
-                metrics::counter!("enricher_insert_failures_total").increment(1);
-                health.clickhouse_ok.store(false, Ordering::Relaxed);
-                failures += 1;
-                // Once per outage, not once per retry.
-                if failures == 1 {
-                    tracing::warn!(error = %e, rows, "ClickHouse insert failed; retrying with backoff, not consuming meanwhile");
-                }
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(retry_max);
-            }
-        }
-    }
-}
-
-/// Inserts a batch's alias and trait rows, each table retried until it has them.
-async fn insert_people(db: &Db, health: &Health, people: &People, retry_max: Duration) {
-    let mut delay = Duration::from_millis(100);
-    for table in [people::ALIASES_TABLE, people::TRAITS_TABLE] {
-        loop {
-            let done = match table {
-                people::ALIASES_TABLE => insert_aliases(db, &people.aliases).await,
-                _ => insert_traits(db, &people.traits).await,
-            };
-            match done {
-                Ok(()) => break,
-                Err(e) => {
-                    metrics::counter!("enricher_insert_failures_total").increment(1);
-                    health.clickhouse_ok.store(false, Ordering::Relaxed);
-                    tracing::warn!(error = %e, table, "insert of identify rows failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(retry_max);
-                }
-            }
-        }
-    }
-}
-
-async fn insert_aliases(db: &Db, rows: &[AliasRow]) -> Result<(), clickhouse::error::Error> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let mut insert = db.client.insert::<AliasRow>(people::ALIASES_TABLE).await?;
-    for row in rows {
-        insert.write(row).await?;
-    }
-    insert.end().await
-}
-
-async fn insert_traits(db: &Db, rows: &[TraitRow]) -> Result<(), clickhouse::error::Error> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let mut insert = db.client.insert::<TraitRow>(people::TRAITS_TABLE).await?;
-    for row in rows {
-        insert.write(row).await?;
-    }
-    insert.end().await
-}
-
-impl Pipeline {
     /// `finish` while consuming. An insert task retries until its rows are stored, so it
     /// ends otherwise only through a bug (a panic): then stop, rather than let the next
     /// batch store offsets past these events. The process exits non-zero and its
@@ -593,58 +435,5 @@ impl Pipeline {
                 }
             }
         }
-    }
-}
-
-/// 286 UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE: another quorum insert into the table is
-/// still waiting for its quorum.
-const QUORUM_BUSY: &[u32] = &[286];
-
-/// A number in `0..n`, from the clock's nanoseconds: jitter needs no better randomness.
-fn rand_below(n: u64) -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    u64::from(nanos) % n
-}
-
-/// Inserts RowBinary rows (as written by `EventRow::write_row_binary`, in chunks that
-/// may split a row) into `events`.
-pub async fn insert_row_binary(db: &Db, chunks: &[Bytes]) -> Result<(), clickhouse::error::Error> {
-    let mut insert = db
-        .events
-        .insert_formatted_with(events::insert_rowbinary())
-        .with_timeouts(Some(Duration::from_secs(30)), Some(Duration::from_secs(60)));
-    for chunk in chunks {
-        // A cheap reference count: a retry sends the same chunks again.
-        insert.send(chunk.clone()).await?;
-    }
-    insert.end().await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn encoded_bytes_count_every_row_across_chunks() {
-        let mut batch = Batch::default();
-        let mut expected = 0;
-        // ~3 KB rows: a 1 MiB chunk closes after ~350 of them.
-        for i in 0..1000 {
-            let row = EventRow {
-                pathname: "p".repeat(3000 + i % 7),
-                ..EventRow::default()
-            };
-            let mut one = Vec::new();
-            row.write_row_binary(&mut one);
-            expected += one.len();
-            batch.push(&row, 0, i as i64);
-        }
-        assert!(batch.chunks.len() >= 2, "the rows span several chunks");
-        assert_eq!(batch.encoded_bytes(), expected);
-        let (chunks, _, next) = batch.into_parts();
-        assert_eq!(chunks.iter().map(Bytes::len).sum::<usize>(), expected);
-        assert_eq!(next[&0], 1000);
     }
 }

@@ -4,6 +4,7 @@
 use crate::config::EnricherConfig;
 use crate::data::EnrichmentData;
 use crate::error::EnricherError;
+use crate::ledger::Ledger;
 use crate::pipeline::{self, Health, Pipeline};
 use crate::server;
 use std::sync::Arc;
@@ -84,6 +85,17 @@ pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
         // Keep the sender alive so the loop sees one change, not a closed channel.
         std::future::pending::<()>().await;
     });
+    tokio::spawn(
+        crate::lifecycle::Lifecycle {
+            cfg: cfg.lifecycle.clone(),
+            db: db.clone(),
+            clickhouse: cfg.clickhouse.clone(),
+            health: health.clone(),
+        }
+        .run(),
+    );
+    let ledger = Arc::new(Ledger::new());
+    tokio::spawn(ledger.clone().keep_fresh(db.clone(), cfg.ledger_refresh));
     let pipeline = Pipeline {
         io: tokio::runtime::Handle::current(),
         cfg,
@@ -92,6 +104,7 @@ pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
         consumer,
         dlq,
         health,
+        ledger,
     };
     // Enrichment runs on one thread of its own; inserts, metrics and probes stay on this
     // runtime. The UA parser's regexes keep a cache per thread that runs them (measured:

@@ -136,7 +136,7 @@ async fn insert(db: &rivulet_common::ch::Db, rows: &[EventRow]) {
     for r in rows {
         r.write_row_binary(&mut data);
     }
-    rivulet_enricher::pipeline::insert_row_binary(db, &[bytes::Bytes::from(data)])
+    rivulet_enricher::insert::insert_row_binary(db, &[bytes::Bytes::from(data)])
         .await
         .expect("insert");
 }
@@ -196,6 +196,7 @@ async fn the_overview_answers_on_the_cluster_as_on_a_single_node() {
         password: single_password.clone(),
         topology: rivulet_common::topology::Topology::SingleNode,
         insert_quorum: 0,
+        nodes: vec![single_url.clone()],
         ..ChConfig::from_env().unwrap()
     }
     .connect()

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use rivulet_common::schema::events::EventRow;
-use rivulet_enricher::pipeline::insert_row_binary;
+use rivulet_enricher::insert::insert_row_binary;
 use uuid::Uuid;
 
 fn row(site_id: u32, n: u8) -> EventRow {

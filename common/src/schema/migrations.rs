@@ -120,22 +120,26 @@ const ERASURE_REQUESTS_COLUMNS: &str = "(
     reason String,
     rows_removed UInt64,
     ids String,
-    updated_at DateTime,
+    updated_at_ms UInt64,
     version UInt64
 )";
 
 /// The ids erased, which the enricher, replay and import consult: an event of one of them
-/// received or dated before `erased_at_ms` is never stored again.
+/// received or dated before `erased_at_ms` is never stored again (and, with `suppress`,
+/// none after it either). `added_at_ms` is when the row was written, for readers that
+/// follow the ledger as it grows.
 const ERASURE_LEDGER_COLUMNS: &str = "(
     site_id UInt32,
     id_kind String,
     id String,
     erased_at_ms UInt64,
     request_id String,
-    suppress UInt8
+    suppress UInt8,
+    added_at_ms UInt64
 )";
 
-/// When retention last pruned a site, up to when, and how many rows it removed.
+/// When retention last pruned a site, up to when, and how many rows it removed (the
+/// latest run of each site is kept).
 const RETENTION_RUNS_COLUMNS: &str = "(
     site_id UInt32,
     ran_at DateTime,
@@ -251,8 +255,8 @@ pub fn statements_for(version: u32, topology: &Topology, variant: SchemaVariant)
                 topology,
                 "retention_runs",
                 RETENTION_RUNS_COLUMNS,
-                None,
-                "(site_id, ran_at)",
+                Some("ran_at"),
+                "site_id",
             ),
         ],
         other => panic!("no migration {other}"),

@@ -32,6 +32,122 @@ pub const KEY_BY_ID: &str =
 pub const SECRET_COUNT: &str = "SELECT count() FROM secrets WHERE name = ?";
 pub const SECRET_VALUE: &str = "SELECT min(value) FROM secrets WHERE name = ?";
 
+// Identity (schema::people): an anonymous id belongs to the first user who claimed it.
+/// The anonymous ids a user claimed (and kept: another user's earlier claim wins).
+pub const ALIASES_OF_USER: &str = "SELECT anonymous_id FROM \
+     (SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
+      FROM person_aliases WHERE site_id = ? GROUP BY anonymous_id) WHERE owner = ? ORDER BY anonymous_id";
+
+/// A user's traits: the latest value of each, and whether that was a removal.
+pub const TRAITS_OF_USER: &str = "SELECT name, argMax(value, set_at_ms) AS latest, \
+     argMax(removed, set_at_ms) AS is_removed, max(set_at_ms) AS updated_ms \
+     FROM person_traits WHERE site_id = ? AND user_id = ? GROUP BY name ORDER BY name";
+
+/// A person's events: under their user id, or an anonymous id they claimed (binds: site,
+/// user, site, user). Columns: events, those sent anonymously (before or without
+/// identify), first and last seen, sessions.
+pub const PERSON_EVENT_COUNTS: &str = "SELECT uniqExact(event_id) AS events, \
+     uniqExactIf(event_id, user_id != ?) AS anonymous_events, \
+     toUInt32(min(timestamp)) AS first_seen, toUInt32(max(timestamp)) AS last_seen, \
+     uniqExact(session_id) AS sessions FROM events WHERE site_id = ? AND (user_id = ? OR \
+     anonymous_id IN (SELECT anonymous_id FROM (SELECT anonymous_id, \
+     argMin(user_id, (claimed_at_ms, user_id)) AS owner FROM person_aliases \
+     WHERE site_id = ? GROUP BY anonymous_id) WHERE owner = ?))";
+
+/// A person's latest events (binds as `PERSON_EVENT_COUNTS`, less the first).
+pub const PERSON_RECENT_EVENTS: &str =
+    "SELECT toUInt32(timestamp) AS timestamp, type, event_name, \
+     pathname, anonymous_id, country, browser, device_type FROM events FINAL \
+     WHERE site_id = ? AND (user_id = ? OR anonymous_id IN (SELECT anonymous_id FROM \
+     (SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
+     FROM person_aliases WHERE site_id = ? GROUP BY anonymous_id) WHERE owner = ?)) \
+     ORDER BY timestamp DESC, event_id LIMIT 20";
+
+// Privacy (crate::privacy): receipts are ReplacingMergeTree(version), read with FINAL.
+macro_rules! receipts {
+    ($where:literal, $order:literal) => {
+        concat!(
+            "SELECT request_id, site_id, subject_kind, subject, suppress, requested_at_ms, state, \
+             reason, rows_removed, ids, updated_at_ms, version FROM erasure_requests FINAL ",
+            $where,
+            " ORDER BY requested_at_ms ",
+            $order,
+            ", request_id"
+        )
+    };
+}
+pub const RECEIPTS_ALL: &str = receipts!("", "DESC");
+pub const RECEIPTS_OF_SITE: &str = receipts!("WHERE site_id = ?", "DESC");
+pub const RECEIPT_BY_ID: &str = receipts!("WHERE request_id = ?", "DESC");
+pub const RECEIPTS_UNFINISHED: &str = receipts!("WHERE state IN ('pending', 'running')", "ASC");
+
+/// The erasure ledger's rows written since a time (ms): how readers follow it.
+pub const LEDGER_SINCE: &str = "SELECT site_id, id_kind, id, erased_at_ms, request_id, suppress, \
+     added_at_ms FROM erasure_ledger WHERE added_at_ms >= ?";
+
+// The lifecycle runner (the enricher's `lifecycle`): erasure and retention. Statements
+// with `{db}`, `{table}` and `{on_cluster}` are completed by the runner: they name the
+// local tables of a cluster.
+
+/// Which rows of `events` (`{table}`: `events`, or a shard's `events_local`) a batch of
+/// erasures removes: those of the ledger's ids erased in the batch's time range
+/// (binds: from, to, from, to, in ms), that happened or arrived before its end (binds:
+/// to, to, in seconds).
+macro_rules! erased_ids {
+    ($column:literal, $kind:literal) => {
+        concat!(
+            "(site_id, ",
+            $column,
+            ") IN (SELECT site_id, id FROM {db}.erasure_ledger WHERE id_kind = '",
+            $kind,
+            "' AND erased_at_ms >= ? AND erased_at_ms <= ?)"
+        )
+    };
+}
+pub const ERASED_EVENTS: &str = concat!(
+    "(",
+    erased_ids!("user_id", "user_id"),
+    " OR ",
+    erased_ids!("anonymous_id", "anonymous_id"),
+    ") AND (timestamp <= toDateTime(?) OR received_at <= toDateTime(?))"
+);
+/// The same for `person_aliases` (binds: from, to, from, to, then to in ms).
+pub const ERASED_ALIASES: &str = concat!(
+    "(",
+    erased_ids!("user_id", "user_id"),
+    " OR ",
+    erased_ids!("anonymous_id", "anonymous_id"),
+    ") AND claimed_at_ms <= ?"
+);
+/// The same for `person_traits` (binds: from, to, then to in ms).
+pub const ERASED_TRAITS: &str = concat!(erased_ids!("user_id", "user_id"), " AND set_at_ms <= ?");
+
+/// A batch's rows, by person, before they are removed (for each receipt's count).
+pub const ERASED_EVENTS_BY_PERSON: &str = concat!(
+    "SELECT site_id, user_id, anonymous_id, uniqExact(event_id) AS n FROM {db}.events WHERE (",
+    "(",
+    erased_ids!("user_id", "user_id"),
+    " OR ",
+    erased_ids!("anonymous_id", "anonymous_id"),
+    ") AND (timestamp <= toDateTime(?) OR received_at <= toDateTime(?))",
+    ") GROUP BY site_id, user_id, anonymous_id"
+);
+
+/// Mutations of Rivulet's tables a server has not finished.
+pub const MUTATIONS_UNFINISHED: &str = "SELECT count() FROM system.mutations \
+     WHERE database = ? AND is_done = 0 AND table IN \
+     ('events', 'events_local', 'person_aliases', 'person_traits')";
+
+/// Each month of `events`: the sites with rows in it and its latest event (retention
+/// drops a month whole when every one of its sites' data there has expired).
+pub const EVENTS_MONTHS: &str = "SELECT toUInt32(toYYYYMM(timestamp)) AS month, \
+     groupUniqArray(site_id) AS sites, toUInt32(max(timestamp)) AS latest \
+     FROM events GROUP BY month ORDER BY month";
+
+/// The latest retention run of every site.
+pub const RETENTION_LAST_RUNS: &str = "SELECT site_id, ran_at, cutoff, rows_removed \
+     FROM retention_runs FINAL ORDER BY site_id";
+
 /// `rivulet-admin replay`: the stored rows (as `FINAL` shows them) of one site in a time
 /// range, to compare with what re-enrichment makes of them. Columns in `EventRow`'s order.
 pub const REPLAY_STORED_ROWS: &str =
@@ -147,6 +263,18 @@ pub const ALL: &[Statement] = &[
     st("key_by_hash", KEY_BY_HASH),
     st("key_by_id", KEY_BY_ID),
     st("secret_count", SECRET_COUNT),
+    st("aliases_of_user", ALIASES_OF_USER),
+    st("traits_of_user", TRAITS_OF_USER),
+    st("person_event_counts", PERSON_EVENT_COUNTS),
+    st("person_recent_events", PERSON_RECENT_EVENTS),
+    st("receipts_all", RECEIPTS_ALL),
+    st("receipts_of_site", RECEIPTS_OF_SITE),
+    st("receipt_by_id", RECEIPT_BY_ID),
+    st("receipts_unfinished", RECEIPTS_UNFINISHED),
+    st("ledger_since", LEDGER_SINCE),
+    st("mutations_unfinished", MUTATIONS_UNFINISHED),
+    st("events_months", EVENTS_MONTHS),
+    st("retention_last_runs", RETENTION_LAST_RUNS),
     st("secret_value", SECRET_VALUE),
     st("overview_totals", OVERVIEW_TOTALS),
     st("overview_hourly", OVERVIEW_HOURLY),

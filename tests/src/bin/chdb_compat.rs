@@ -16,7 +16,7 @@
 //!       runs the migrations (twice: the second run applies nothing), writes the
 //!       dataset's registry rows with the crate's `insert::<Site>()` /
 //!       `insert::<KeyRecord>()` and its events with the enricher's encoder and insert
-//!       (`EventRow::write_row_binary`, `pipeline::insert_row_binary`), then reads
+//!       (`EventRow::write_row_binary`, `insert::insert_row_binary`), then reads
 //!       everything back through the typed client and the registry and compares it
 //!       field by field. Exits 1 on any difference.
 //!
@@ -317,6 +317,7 @@ async fn load(
         // to wait for.
         insert_quorum: 0,
         insert_quorum_timeout_ms: 10_000,
+        nodes: vec![url.into()],
     };
     let db = config.connect().await.map_err(|e| e.to_string())?;
     let validation = db
@@ -402,7 +403,7 @@ async fn load(
             .step_by(64 * 1024 + 7)
             .map(|start| encoded.slice(start..(start + 64 * 1024 + 7).min(encoded.len())))
             .collect();
-        rivulet_enricher::pipeline::insert_row_binary(&db, &chunks)
+        rivulet_enricher::insert::insert_row_binary(&db, &chunks)
             .await
             .map_err(|e| format!("insert events: {e}"))?;
     }

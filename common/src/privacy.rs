@@ -1,0 +1,283 @@
+//! Erasing a person (docs/privacy.md): the request and its receipt, and the erasure
+//! ledger that keeps an erased person's events from coming back.
+//!
+//! A request is recorded in two tables before it is acknowledged: the **ledger**
+//! (`erasure_ledger`), one row per id to erase — the user id and every anonymous id it
+//! claimed, or a visitor id — and the **receipt** (`erasure_requests`), whose state
+//! moves from `pending` to `running` to `done` (or `failed`, with the reason) as new
+//! versions of its row. The enricher, `replay` and `import` consult the ledger for every
+//! event; the lifecycle runner (in the enricher) deletes what is stored and writes the
+//! receipt's states.
+
+use crate::ch::Db;
+use crate::schema::queries;
+use crate::CommonError;
+use clickhouse::Row;
+use serde::{Deserialize, Serialize};
+
+pub const REQUESTS_TABLE: &str = "erasure_requests";
+pub const LEDGER_TABLE: &str = "erasure_ledger";
+
+/// What an erasure request names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubjectKind {
+    /// The caller's own user id, with the anonymous ids it claimed and its profile.
+    UserId,
+    /// A visitor id, as stored in `user_id` for events sent without one.
+    VisitorId,
+}
+
+impl SubjectKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubjectKind::UserId => "user_id",
+            SubjectKind::VisitorId => "visitor_id",
+        }
+    }
+}
+
+/// Which column of `events` a ledger id is matched against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdKind {
+    UserId,
+    AnonymousId,
+}
+
+impl IdKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdKind::UserId => "user_id",
+            IdKind::AnonymousId => "anonymous_id",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "user_id" => Some(IdKind::UserId),
+            "anonymous_id" => Some(IdKind::AnonymousId),
+            _ => None,
+        }
+    }
+}
+
+/// A receipt's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Pending,
+    Running,
+    Done,
+    Failed,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Pending => "pending",
+            State::Running => "running",
+            State::Done => "done",
+            State::Failed => "failed",
+        }
+    }
+}
+
+/// One version of a receipt (`erasure_requests`).
+#[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
+pub struct Receipt {
+    pub request_id: String,
+    pub site_id: u32,
+    pub subject_kind: String,
+    pub subject: String,
+    pub suppress: u8,
+    pub requested_at_ms: u64,
+    pub state: String,
+    pub reason: String,
+    pub rows_removed: u64,
+    /// The ids erased, as a JSON array of `["user_id"|"anonymous_id", id]`.
+    pub ids: String,
+    pub updated_at_ms: u64,
+    pub version: u64,
+}
+
+impl Receipt {
+    pub fn is_finished(&self) -> bool {
+        self.state == State::Done.as_str() || self.state == State::Failed.as_str()
+    }
+
+    /// The receipt in `state`, as a newer version.
+    pub fn with_state(&self, state: State, reason: &str, rows_removed: u64) -> Receipt {
+        let now = now_ms();
+        Receipt {
+            state: state.as_str().to_string(),
+            reason: reason.to_string(),
+            rows_removed,
+            updated_at_ms: now,
+            version: (self.version + 1).max(now * 1000),
+            ..self.clone()
+        }
+    }
+}
+
+/// One id of the ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct LedgerRow {
+    pub site_id: u32,
+    pub id_kind: String,
+    pub id: String,
+    pub erased_at_ms: u64,
+    pub request_id: String,
+    pub suppress: u8,
+    pub added_at_ms: u64,
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The most characters an id to erase may have (the longest id Rivulet stores).
+const MAX_ID_CHARS: usize = 255;
+
+/// Records a request to erase `subject` of `site_id`: its ledger rows, then its receipt,
+/// `pending`. Returns the receipt. With `suppress`, ingest and the enricher drop the ids'
+/// events from then on too, instead of storing a person who comes back.
+pub async fn request_erasure(
+    db: &Db,
+    site_id: u32,
+    kind: SubjectKind,
+    subject: &str,
+    suppress: bool,
+) -> Result<Receipt, CommonError> {
+    if subject.is_empty() || subject.chars().count() > MAX_ID_CHARS {
+        return Err(CommonError::Invalid(format!(
+            "the {} to erase must be 1 to {MAX_ID_CHARS} characters",
+            kind.as_str()
+        )));
+    }
+    let mut ids = vec![(IdKind::UserId, subject.to_string())];
+    if kind == SubjectKind::UserId {
+        // The person as a whole: the anonymous ids they claimed (identify).
+        let aliases: Vec<String> = db
+            .client
+            .query(queries::ALIASES_OF_USER)
+            .bind(site_id)
+            .bind(subject)
+            .fetch_all()
+            .await?;
+        ids.extend(aliases.into_iter().map(|a| (IdKind::AnonymousId, a)));
+    }
+    let now = now_ms();
+    let request_id = format!("er_{}", uuid::Uuid::now_v7().simple());
+    let ledger: Vec<LedgerRow> = ids
+        .iter()
+        .map(|(k, id)| LedgerRow {
+            site_id,
+            id_kind: k.as_str().to_string(),
+            id: id.clone(),
+            erased_at_ms: now,
+            request_id: request_id.clone(),
+            suppress: u8::from(suppress),
+            added_at_ms: now,
+        })
+        .collect();
+    write_ledger(db, &ledger).await?;
+    let receipt = Receipt {
+        request_id,
+        site_id,
+        subject_kind: kind.as_str().to_string(),
+        subject: subject.to_string(),
+        suppress: u8::from(suppress),
+        requested_at_ms: now,
+        state: State::Pending.as_str().to_string(),
+        reason: String::new(),
+        rows_removed: 0,
+        ids: serde_json::to_string(
+            &ids.iter()
+                .map(|(k, id)| (k.as_str(), id.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .expect("ids as JSON"),
+        updated_at_ms: now,
+        version: now * 1000,
+    };
+    write_receipt(db, &receipt).await?;
+    Ok(receipt)
+}
+
+/// Writes a version of a receipt. Receipts and the ledger are written with the events'
+/// durability settings (on a cluster, a quorum of replicas).
+pub async fn write_receipt(db: &Db, receipt: &Receipt) -> Result<(), CommonError> {
+    let mut insert = db.events.insert::<Receipt>(REQUESTS_TABLE).await?;
+    insert.write(receipt).await?;
+    insert.end().await?;
+    Ok(())
+}
+
+async fn write_ledger(db: &Db, rows: &[LedgerRow]) -> Result<(), CommonError> {
+    let mut insert = db.events.insert::<LedgerRow>(LEDGER_TABLE).await?;
+    for row in rows {
+        insert.write(row).await?;
+    }
+    insert.end().await?;
+    Ok(())
+}
+
+/// The latest version of every receipt, of one site or all, newest first.
+pub async fn receipts(db: &Db, site_id: Option<u32>) -> Result<Vec<Receipt>, CommonError> {
+    let rows = match site_id {
+        Some(site) => db.client.query(queries::RECEIPTS_OF_SITE).bind(site),
+        None => db.client.query(queries::RECEIPTS_ALL),
+    };
+    Ok(rows.fetch_all().await?)
+}
+
+/// The latest version of one receipt.
+pub async fn receipt(db: &Db, request_id: &str) -> Result<Option<Receipt>, CommonError> {
+    Ok(db
+        .client
+        .query(queries::RECEIPT_BY_ID)
+        .bind(request_id)
+        .fetch_optional()
+        .await?)
+}
+
+/// Receipts not finished, oldest first: what the runner has to do.
+pub async fn unfinished(db: &Db) -> Result<Vec<Receipt>, CommonError> {
+    Ok(db
+        .client
+        .query(queries::RECEIPTS_UNFINISHED)
+        .fetch_all()
+        .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_state_is_a_newer_version() {
+        let r = Receipt {
+            request_id: "er_1".into(),
+            site_id: 1,
+            subject_kind: "user_id".into(),
+            subject: "u".into(),
+            suppress: 0,
+            requested_at_ms: 1,
+            state: "pending".into(),
+            reason: String::new(),
+            rows_removed: 0,
+            ids: "[]".into(),
+            updated_at_ms: 1,
+            version: u64::MAX - 5,
+        };
+        let done = r.with_state(State::Done, "", 7);
+        assert!(done.version > r.version);
+        assert!(done.is_finished() && !r.is_finished());
+        assert_eq!((done.state.as_str(), done.rows_removed), ("done", 7));
+        assert_eq!(IdKind::parse("anonymous_id"), Some(IdKind::AnonymousId));
+    }
+}

@@ -1,0 +1,506 @@
+//! The data's lifecycle, run by one enricher of the group: the one that holds partition 0
+//! of the raw topic (`Health::lifecycle_leader`; a rebalance moves the role with the
+//! partition, and every step is safe to run twice). docs/privacy.md has the guarantees.
+//!
+//! **Erasure.** Every `ERASURE_CHECK_MS` the receipts not finished are read. Those
+//! recorded at least `ERASURE_DELAY_MS` ago — by then every enricher's ledger holds them,
+//! so no insert that starts later can bring their rows back — are taken as one batch, up
+//! to `ERASURE_BATCH_MAX`, oldest first: one `ALTER … DELETE` per table for the whole
+//! batch (on a cluster, on every shard's local table), whatever its size, since
+//! ClickHouse rewrites the parts a mutation touches once per mutation. The runner then
+//! waits until every server (`CLICKHOUSE_NODES`) has finished its mutations and counts
+//! no row of the batch left; rows found (an insert that was under way) get the
+//! mutations again. Only then are the receipts `done`, with each one's count.
+//!
+//! **Retention.** Every `RETENTION_CHECK_SECS`, the sites with `retention_days` lose what
+//! is older than their cutoff (the start of the UTC day `retention_days` ago): whole months
+//! are dropped when every site with rows in them has expired them, the rest goes in one
+//! `ALTER … DELETE` for all sites; people's aliases and traits older than the cutoff too.
+//! Each site's run is recorded in `retention_runs`.
+
+use crate::pipeline::Health;
+use clickhouse::Row;
+use rivulet_common::ch::{ChConfig, Db};
+use rivulet_common::privacy::{self, IdKind, Receipt, State};
+use rivulet_common::registry::Registry;
+use rivulet_common::schema::queries;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How the runner is paced (docs/configuration.md).
+#[derive(Clone, Debug)]
+pub struct LifecycleConfig {
+    /// `LIFECYCLE_RUNNER`, default true: this enricher may run erasures and retention
+    /// (when it holds partition 0).
+    pub enabled: bool,
+    /// `ERASURE_CHECK_MS`, default 2000.
+    pub erasure_check: Duration,
+    /// `ERASURE_DELAY_MS`, default 10000: how old a request must be before its rows are
+    /// deleted: more than the ledger's refresh and maximum age, and a batch's age.
+    pub erasure_delay: Duration,
+    /// `ERASURE_BATCH_MAX`, default 10000 requests in one set of mutations.
+    pub erasure_batch_max: usize,
+    /// `RETENTION_CHECK_SECS`, default 3600.
+    pub retention_check: Duration,
+}
+
+pub struct Lifecycle {
+    pub cfg: LifecycleConfig,
+    pub db: Db,
+    pub clickhouse: ChConfig,
+    pub health: Arc<Health>,
+}
+
+/// Settings of a mutation: wait for it on this server (ClickHouse's `mutations_sync`)
+/// is not in 18.16, so the runner polls `system.mutations` itself.
+const MUTATION_WAIT: Duration = Duration::from_secs(1800);
+/// Rounds of mutations before a batch is failed.
+const ROUNDS: u32 = 3;
+
+impl Lifecycle {
+    /// Runs until the process ends.
+    pub async fn run(self) {
+        if !self.cfg.enabled {
+            tracing::info!(
+                "LIFECYCLE_RUNNER=false: erasures and retention are left to another enricher"
+            );
+            return;
+        }
+        let mut last_retention: Option<Instant> = None;
+        loop {
+            tokio::time::sleep(self.cfg.erasure_check).await;
+            if !self.health.lifecycle_leader.load(Ordering::Relaxed) {
+                continue;
+            }
+            if let Err(e) = self.erase_due().await {
+                tracing::warn!(error = %e, "erasures could not run; trying again");
+            }
+            if last_retention.is_none_or(|t| t.elapsed() >= self.cfg.retention_check) {
+                match self.apply_retention().await {
+                    Ok(()) => last_retention = Some(Instant::now()),
+                    Err(e) => tracing::warn!(error = %e, "retention could not run; trying again"),
+                }
+            }
+        }
+    }
+
+    fn local_events(&self) -> &'static str {
+        match self.db.topology.cluster() {
+            Some(_) => rivulet_common::schema::events::LOCAL_TABLE,
+            None => rivulet_common::schema::events::TABLE,
+        }
+    }
+
+    /// `{db}`, `{table}` and `{on_cluster}` of a statement.
+    fn complete(&self, sql: &str, table: &str) -> String {
+        sql.replace("{db}", &self.db.database)
+            .replace("{table}", table)
+            .replace("{on_cluster}", &self.db.topology.on_cluster())
+    }
+
+    async fn mutate(
+        &self,
+        table: &str,
+        condition: &str,
+        binds: &[u64],
+    ) -> Result<(), clickhouse::error::Error> {
+        let sql = self.complete(
+            &format!("ALTER TABLE {{db}}.{{table}}{{on_cluster}} DELETE WHERE {condition}"),
+            table,
+        );
+        let mut q = self.db.root.query(&sql);
+        for b in binds {
+            q = q.bind(*b);
+        }
+        q.execute().await
+    }
+
+    /// Waits until no server has a mutation of Rivulet's tables left to finish.
+    async fn mutations_finished(&self) -> Result<bool, clickhouse::error::Error> {
+        let started = Instant::now();
+        loop {
+            let mut left = 0u64;
+            for node in self.clickhouse.each_node() {
+                left += node
+                    .root
+                    .query(queries::MUTATIONS_UNFINISHED)
+                    .bind(&self.db.database)
+                    .fetch_one::<u64>()
+                    .await?;
+            }
+            if left == 0 {
+                return Ok(true);
+            }
+            if started.elapsed() > MUTATION_WAIT {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Erases the requests that are due, as one batch.
+    async fn erase_due(&self) -> Result<(), clickhouse::error::Error> {
+        let due_before =
+            privacy::now_ms().saturating_sub(self.cfg.erasure_delay.as_millis() as u64);
+        let batch: Vec<Receipt> = privacy::unfinished(&self.db)
+            .await
+            .map_err(ch_error)?
+            .into_iter()
+            .filter(|r| r.requested_at_ms <= due_before)
+            .take(self.cfg.erasure_batch_max)
+            .collect();
+        let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
+            return Ok(());
+        };
+        let (from, to) = (first.requested_at_ms, last.requested_at_ms);
+        let started = Instant::now();
+        tracing::info!(requests = batch.len(), "erasing a batch");
+        let running: Vec<Receipt> = batch
+            .iter()
+            .filter(|r| r.state == State::Pending.as_str())
+            .map(|r| r.with_state(State::Running, "", 0))
+            .collect();
+        write_receipts(&self.db, &running).await?;
+        let counts = self.count_by_request(&batch, from, to).await?;
+        let to_secs = to.div_ceil(1000);
+        let events_binds = [from, to, from, to, to_secs, to_secs];
+        let aliases_binds = [from, to, from, to, to];
+        let traits_binds = [from, to, to];
+        let mut rounds = 0;
+        let outcome = loop {
+            rounds += 1;
+            self.mutate(self.local_events(), queries::ERASED_EVENTS, &events_binds)
+                .await?;
+            self.mutate("person_aliases", queries::ERASED_ALIASES, &aliases_binds)
+                .await?;
+            self.mutate("person_traits", queries::ERASED_TRAITS, &traits_binds)
+                .await?;
+            metrics::counter!("enricher_erasure_mutations_total").increment(3);
+            if !self.mutations_finished().await? {
+                break Err(format!(
+                    "the mutations did not finish within {} s",
+                    MUTATION_WAIT.as_secs()
+                ));
+            }
+            let left = self
+                .rows_left(&events_binds, &aliases_binds, &traits_binds)
+                .await?;
+            if left == 0 {
+                break Ok(());
+            }
+            tracing::warn!(
+                left,
+                rounds,
+                "rows of erased people remain on some replica; deleting again"
+            );
+            if rounds >= ROUNDS {
+                break Err(format!(
+                    "{left} rows remained after {ROUNDS} rounds of mutations"
+                ));
+            }
+        };
+        let finished: Vec<Receipt> = batch
+            .iter()
+            .map(|r| match &outcome {
+                Ok(()) => r.with_state(
+                    State::Done,
+                    "",
+                    counts.get(&r.request_id).copied().unwrap_or(0),
+                ),
+                Err(reason) => r.with_state(State::Failed, reason, 0),
+            })
+            .collect();
+        write_receipts(&self.db, &finished).await?;
+        tracing::info!(
+            requests = batch.len(),
+            rounds,
+            seconds = started.elapsed().as_secs_f64(),
+            ok = outcome.is_ok(),
+            "erasure batch finished"
+        );
+        metrics::counter!("enricher_erasures_done_total").increment(batch.len() as u64);
+        Ok(())
+    }
+
+    /// The rows each request of the batch removes (its user id's and anonymous ids',
+    /// each event once).
+    async fn count_by_request(
+        &self,
+        batch: &[Receipt],
+        from: u64,
+        to: u64,
+    ) -> Result<HashMap<String, u64>, clickhouse::error::Error> {
+        #[derive(Row, Deserialize)]
+        struct ByPerson {
+            site_id: u32,
+            user_id: String,
+            anonymous_id: String,
+            n: u64,
+        }
+        let to_secs = to.div_ceil(1000);
+        let sql = self.complete(queries::ERASED_EVENTS_BY_PERSON, "");
+        let groups: Vec<ByPerson> = self
+            .db
+            .client
+            .query(&sql)
+            .bind(from)
+            .bind(to)
+            .bind(from)
+            .bind(to)
+            .bind(to_secs)
+            .bind(to_secs)
+            .fetch_all()
+            .await?;
+        let mut owners: HashMap<(u32, IdKind, String), Vec<&str>> = HashMap::new();
+        for r in batch {
+            let ids: Vec<(String, String)> = serde_json::from_str(&r.ids).unwrap_or_default();
+            for (kind, id) in ids {
+                if let Some(kind) = IdKind::parse(&kind) {
+                    owners
+                        .entry((r.site_id, kind, id))
+                        .or_default()
+                        .push(&r.request_id);
+                }
+            }
+        }
+        let mut counts: HashMap<String, u64> = HashMap::new();
+        for g in groups {
+            let mut of: HashSet<&str> = HashSet::new();
+            for key in [
+                (g.site_id, IdKind::UserId, g.user_id),
+                (g.site_id, IdKind::AnonymousId, g.anonymous_id),
+            ] {
+                of.extend(owners.get(&key).into_iter().flatten());
+            }
+            for request in of {
+                *counts.entry(request.to_string()).or_insert(0) += g.n;
+            }
+        }
+        Ok(counts)
+    }
+
+    /// Rows of the batch still on any server.
+    async fn rows_left(
+        &self,
+        events_binds: &[u64],
+        aliases_binds: &[u64],
+        traits_binds: &[u64],
+    ) -> Result<u64, clickhouse::error::Error> {
+        let mut left = 0;
+        for node in self.clickhouse.each_node() {
+            for (table, condition, binds) in [
+                (self.local_events(), queries::ERASED_EVENTS, events_binds),
+                ("person_aliases", queries::ERASED_ALIASES, aliases_binds),
+                ("person_traits", queries::ERASED_TRAITS, traits_binds),
+            ] {
+                let sql = self.complete(
+                    &format!("SELECT count() FROM {{db}}.{{table}} WHERE {condition}"),
+                    table,
+                );
+                let mut q = node.root.query(&sql);
+                for b in binds {
+                    q = q.bind(*b);
+                }
+                left += q.fetch_one::<u64>().await?;
+            }
+        }
+        Ok(left)
+    }
+
+    /// Removes what each site with a retention has kept longer.
+    async fn apply_retention(&self) -> Result<(), clickhouse::error::Error> {
+        let registry = Registry::new(self.db.clone());
+        let sites: BTreeMap<u32, u32> = registry
+            .list_sites()
+            .await
+            .map_err(ch_error)?
+            .into_iter()
+            .filter(|s| s.retention_days > 0)
+            .map(|s| (s.site_id, s.retention_days))
+            .collect();
+        if sites.is_empty() {
+            return Ok(());
+        }
+        let now = privacy::now_ms() / 1000;
+        let today = now - now % 86_400;
+        let cutoffs: BTreeMap<u32, u64> = sites
+            .iter()
+            .map(|(site, days)| (*site, today.saturating_sub(u64::from(*days) * 86_400)))
+            .collect();
+        let started = Instant::now();
+        // Counted first: a mutation rewrites every part it touches, so none is sent for
+        // nothing.
+        let (condition, binds) = per_site(&cutoffs, "timestamp < toDateTime(?)", |c| c);
+        #[derive(Row, Deserialize)]
+        struct Expired {
+            site_id: u32,
+            n: u64,
+        }
+        let expired: Vec<Expired> = {
+            let mut q = self.db.client.query(&format!(
+                "SELECT site_id, uniqExact(event_id) AS n FROM events WHERE {condition} GROUP BY site_id"
+            ));
+            for b in &binds {
+                q = q.bind(*b);
+            }
+            q.fetch_all().await?
+        };
+        let removed: HashMap<u32, u64> = expired.iter().map(|e| (e.site_id, e.n)).collect();
+        if !expired.is_empty() {
+            let dropped = self.drop_expired_months(&cutoffs).await?;
+            // What the dropped months did not take.
+            let mut q = self
+                .db
+                .client
+                .query(&format!("SELECT count() FROM events WHERE {condition}"));
+            for b in &binds {
+                q = q.bind(*b);
+            }
+            if q.fetch_one::<u64>().await? > 0 {
+                self.mutate(self.local_events(), &condition, &binds).await?;
+                metrics::counter!("enricher_retention_mutations_total").increment(1);
+            }
+            tracing::info!(
+                months_dropped = dropped,
+                sites = expired.len(),
+                "retention removed expired events"
+            );
+        }
+        let (aliases, alias_binds) = per_site(&cutoffs, "claimed_at_ms < ?", |c| c * 1000);
+        let (traits, trait_binds) = per_site(&cutoffs, "set_at_ms < ?", |c| c * 1000);
+        for (table, condition, binds) in [
+            ("person_aliases", aliases, alias_binds),
+            ("person_traits", traits, trait_binds),
+        ] {
+            let mut q = self
+                .db
+                .client
+                .query(&format!("SELECT count() FROM {table} WHERE {condition}"));
+            for b in &binds {
+                q = q.bind(*b);
+            }
+            if q.fetch_one::<u64>().await? > 0 {
+                self.mutate(table, &condition, &binds).await?;
+            }
+        }
+        let runs: Vec<RetentionRun> = cutoffs
+            .iter()
+            .map(|(site, cutoff)| RetentionRun {
+                site_id: *site,
+                ran_at: now as u32,
+                cutoff: *cutoff as u32,
+                rows_removed: removed.get(site).copied().unwrap_or(0),
+            })
+            .collect();
+        let mut insert = self
+            .db
+            .events
+            .insert::<RetentionRun>("retention_runs")
+            .await?;
+        for r in &runs {
+            insert.write(r).await?;
+        }
+        insert.end().await?;
+        tracing::debug!(
+            seconds = started.elapsed().as_secs_f64(),
+            "retention checked"
+        );
+        Ok(())
+    }
+
+    /// Drops the months of `events` whose every site has expired all of its rows there.
+    async fn drop_expired_months(
+        &self,
+        cutoffs: &BTreeMap<u32, u64>,
+    ) -> Result<usize, clickhouse::error::Error> {
+        #[derive(Row, Deserialize)]
+        struct Month {
+            month: u32,
+            sites: Vec<u32>,
+            latest: u32,
+        }
+        let months: Vec<Month> = self
+            .db
+            .client
+            .query(queries::EVENTS_MONTHS)
+            .fetch_all()
+            .await?;
+        let mut dropped = 0;
+        for m in months {
+            let expired = m
+                .sites
+                .iter()
+                .all(|s| cutoffs.get(s).is_some_and(|c| u64::from(m.latest) < *c));
+            if expired {
+                let sql = self.complete(
+                    &format!(
+                        "ALTER TABLE {{db}}.{{table}}{{on_cluster}} DROP PARTITION {}",
+                        m.month
+                    ),
+                    self.local_events(),
+                );
+                self.db.root.query(&sql).execute().await?;
+                metrics::counter!("enricher_retention_partitions_dropped_total").increment(1);
+                dropped += 1;
+            }
+        }
+        Ok(dropped)
+    }
+}
+
+/// `(site_id = ? AND <rule>) OR …` for every site, and its binds (the rule's one bind is
+/// `value(cutoff)`).
+fn per_site(
+    cutoffs: &BTreeMap<u32, u64>,
+    rule: &str,
+    value: impl Fn(u64) -> u64,
+) -> (String, Vec<u64>) {
+    let condition = vec![format!("(site_id = ? AND {rule})"); cutoffs.len()].join(" OR ");
+    let binds = cutoffs
+        .iter()
+        .flat_map(|(site, cutoff)| [u64::from(*site), value(*cutoff)])
+        .collect();
+    (condition, binds)
+}
+
+#[derive(Debug, Row, Serialize, Deserialize)]
+pub struct RetentionRun {
+    pub site_id: u32,
+    pub ran_at: u32,
+    pub cutoff: u32,
+    pub rows_removed: u64,
+}
+
+async fn write_receipts(db: &Db, receipts: &[Receipt]) -> Result<(), clickhouse::error::Error> {
+    if receipts.is_empty() {
+        return Ok(());
+    }
+    let mut insert = db.events.insert::<Receipt>(privacy::REQUESTS_TABLE).await?;
+    for r in receipts {
+        insert.write(r).await?;
+    }
+    insert.end().await
+}
+
+fn ch_error(e: rivulet_common::CommonError) -> clickhouse::error::Error {
+    clickhouse::error::Error::Custom(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_condition_names_every_site_with_its_own_cutoff() {
+        let cutoffs = BTreeMap::from([(1, 100), (7, 700)]);
+        let (c, b) = per_site(&cutoffs, "set_at_ms < ?", |c| c * 1000);
+        assert_eq!(
+            c,
+            "(site_id = ? AND set_at_ms < ?) OR (site_id = ? AND set_at_ms < ?)"
+        );
+        assert_eq!(b, [1, 100_000, 7, 700_000]);
+    }
+}
