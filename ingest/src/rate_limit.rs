@@ -29,7 +29,8 @@ use tokio::sync::oneshot;
 /// Decides requests of one key. ARGV: request rate, event rate (per second, 0 = off),
 /// requests to reserve ahead, events to reserve ahead, then the events of each queued
 /// request, in order. Returns one verdict per request (1 allowed, 2 out of request
-/// tokens, 3 out of event tokens), then the request and event tokens reserved ahead.
+/// tokens, 3 out of event tokens), then the request and event tokens reserved ahead (none
+/// when a request was refused: a key over a limit would only waste them).
 /// Each bucket holds at most one second's worth; a missing bucket is full.
 const TAKE_TOKENS: &str = r"
 local t = redis.call('TIME')
@@ -42,21 +43,25 @@ local dt = math.max(0, now - (tonumber(st[3]) or now))
 r = math.min(rr, r + dt * rr / 1000)
 e = math.min(er, e + dt * er / 1000)
 local out = {}
+local all = true
 for i = 5, #ARGV do
   local n = tonumber(ARGV[i])
   if rr > 0 and r < 1 then
     out[#out + 1] = 2
+    all = false
   elseif er > 0 and e < n then
     out[#out + 1] = 3
+    all = false
   else
     out[#out + 1] = 1
     if rr > 0 then r = r - 1 end
     if er > 0 then e = e - n end
   end
 end
+-- Ahead only while every request fits: a key over a limit would only waste tokens.
 local ar, ae = 0, 0
-if rr > 0 then ar = math.min(tonumber(ARGV[3]), math.floor(r)); r = r - ar end
-if er > 0 then ae = math.min(tonumber(ARGV[4]), math.floor(e)); e = e - ae end
+if all and rr > 0 then ar = math.min(tonumber(ARGV[3]), math.floor(r)); r = r - ar end
+if all and er > 0 then ae = math.min(tonumber(ARGV[4]), math.floor(e)); e = e - ae end
 out[#out + 1] = ar
 out[#out + 1] = ae
 redis.call('HSET', KEYS[1], 'r', tostring(r), 'e', tostring(e), 't', now)
