@@ -216,6 +216,16 @@ impl Registry {
         Ok(site)
     }
 
+    /// The ids whose erasure asked to suppress their future events: (site, kind, id).
+    pub async fn suppressed_ids(&self) -> Result<Vec<(u32, String, String)>, CommonError> {
+        Ok(self
+            .db
+            .client
+            .query(queries::SUPPRESSED_IDS)
+            .fetch_all::<(u32, String, String)>()
+            .await?)
+    }
+
     /// A shared secret made by `migrate` (`schema::migrations::ensure_secret`), as hex.
     pub async fn secret(&self, name: &str) -> Result<Option<String>, CommonError> {
         let value: String = self

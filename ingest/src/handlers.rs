@@ -437,6 +437,9 @@ async fn track_one<S: Sink>(
         cors,
     )
     .await?;
+    if suppressed(st, &ev) {
+        return Ok(api::success());
+    }
     let raw = raw_event(ev, &who, client, st, now_ms());
     if let Err(e) = publish(&*st.sink, &raw).await {
         tracing::warn!(error = %e, "event not acknowledged by Kafka");
@@ -511,8 +514,16 @@ async fn track_many<S: Sink>(
     let received_at = now_ms();
     let mut results: Vec<Option<BatchItem>> = Vec::with_capacity(checked.len());
     let mut pending = Vec::new();
+    // Suppressed events: answered accepted, never published.
+    let mut dropped = 0;
     for (i, event) in checked.into_iter().enumerate() {
         match event {
+            Ok(ev) if suppressed(st, &ev) => {
+                dropped += 1;
+                results.push(Some(BatchItem::Accepted {
+                    event_id: ev.event_id.unwrap_or_else(Uuid::now_v7).to_string(),
+                }))
+            }
             Ok(ev) => {
                 pending.push((i, raw_event(ev, &who, client, st, received_at)));
                 results.push(None);
@@ -525,7 +536,7 @@ async fn track_many<S: Sink>(
     }
     let (places, raws): (Vec<usize>, Vec<RawEvent<Cow<str>>>) = pending.into_iter().unzip();
     let outcomes = publish_all(&*st.sink, &raws).await;
-    let (mut accepted, mut failed) = (0, 0);
+    let (mut accepted, mut failed) = (dropped, 0);
     for ((i, raw), outcome) in places.into_iter().zip(raws).zip(outcomes) {
         let event_id = raw.event_id.to_string();
         results[i] = Some(match outcome {
@@ -544,7 +555,7 @@ async fn track_many<S: Sink>(
     }
     let results: Vec<BatchItem> = results.into_iter().flatten().collect();
     let rejected = results.len() - accepted - failed;
-    EVENTS_ACCEPTED.increment(accepted as u64);
+    EVENTS_ACCEPTED.increment((accepted - dropped) as u64);
     let body = BatchResponse {
         // Every event is in Kafka; a caller that checks only this learns of rejections too.
         success: failed == 0 && rejected == 0,
@@ -562,6 +573,19 @@ async fn track_many<S: Sink>(
         return Ok(resp);
     }
     Ok(Json(body).into_response())
+}
+
+/// Whether an erasure asked to drop this person's future events: answered 200 (the
+/// client must not send it again) and never published.
+fn suppressed<S: Sink>(st: &AppState<S>, ev: &TrackEvent<'_>) -> bool {
+    let dropped = st.auth.sites.suppressed(
+        ev.site_id,
+        &[ev.user_id.as_deref(), ev.anonymous_id.as_deref()],
+    );
+    if dropped {
+        metrics::counter!("ingest_events_suppressed_total").increment(1);
+    }
+    dropped
 }
 
 /// One event of a batch: it inherits the envelope's site_id; its own, if any, must match.
@@ -625,6 +649,11 @@ async fn identify_one<S: Sink>(
         cors,
     )
     .await?;
+    let ids = [Some(&*id.user_id), id.anonymous_id.as_deref()];
+    if st.auth.sites.suppressed(id.site_id, &ids) {
+        metrics::counter!("ingest_events_suppressed_total").increment(1);
+        return Ok(api::success());
+    }
     let record = identify_record(&id, &who, client, st, now_ms())?;
     if let Err(e) = st.sink.publish(&record).await {
         tracing::warn!(error = %e, "identify not acknowledged by Kafka");

@@ -9,9 +9,13 @@
 //! many unknown site ids it names, and a change is seen by every ingest within about a
 //! second. A failed read keeps the last list; before the first one, requests that need a
 //! site get 503.
+//!
+//! With the sites come the ids whose erasure asked to suppress their future events
+//! (docs/privacy.md): events of those are answered 200 and dropped, never published.
 
 use rivulet_common::registry::{Registry, Site};
 use std::collections::{HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -58,6 +62,14 @@ struct Snapshot {
     domains: HashSet<String>,
     /// The domains of the sites that allow subdomains.
     parent_domains: HashSet<String>,
+    /// Suppressed ids, by site and hash (`user_id` and `anonymous_id` alike).
+    suppressed: HashSet<(u32, u64)>,
+}
+
+fn id_hash(id: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    id.hash(&mut h);
+    h.finish()
 }
 
 impl Snapshot {
@@ -124,8 +136,29 @@ impl SiteDirectory {
     }
 
     fn replace(&self, sites: &[Site]) {
-        *self.snapshot.write().expect("site directory lock") = Arc::new(Snapshot::new(sites));
+        self.replace_with(sites, &[]);
+    }
+
+    fn replace_with(&self, sites: &[Site], suppressed: &[(u32, String, String)]) {
+        let mut snap = Snapshot::new(sites);
+        snap.suppressed = suppressed
+            .iter()
+            .map(|(site, _, id)| (*site, id_hash(id)))
+            .collect();
+        *self.snapshot.write().expect("site directory lock") = Arc::new(snap);
         self.loaded.store(true, Ordering::Release);
+    }
+
+    /// Whether an event of these ids must be dropped (an erasure suppressed one of them).
+    pub fn suppressed(&self, site_id: u32, ids: &[Option<&str>]) -> bool {
+        let Ok(snap) = self.current() else {
+            return false;
+        };
+        !snap.suppressed.is_empty()
+            && ids
+                .iter()
+                .flatten()
+                .any(|id| snap.suppressed.contains(&(site_id, id_hash(id))))
     }
 
     fn current(&self) -> Result<Arc<Snapshot>, NotLoaded> {
@@ -160,7 +193,9 @@ impl SiteDirectory {
             let mut snap = self.snapshot.write().expect("site directory lock");
             let mut sites: Vec<Arc<SiteInfo>> = snap.sites.values().cloned().collect();
             sites.push(Arc::new(SiteInfo::from(site)));
-            *snap = Arc::new(Snapshot::from_infos(sites));
+            let mut learned = Snapshot::from_infos(sites);
+            learned.suppressed = snap.suppressed.clone();
+            *snap = Arc::new(learned);
         }
         self.invalidate();
     }
@@ -175,10 +210,16 @@ impl SiteDirectory {
     /// it answers again.
     pub async fn keep_fresh(self: Arc<Self>, registry: Registry) {
         loop {
-            let wait = match registry.list_sites().await {
-                Ok(sites) => {
+            let read = async {
+                Ok::<_, rivulet_common::CommonError>((
+                    registry.list_sites().await?,
+                    registry.suppressed_ids().await?,
+                ))
+            };
+            let wait = match read.await {
+                Ok((sites, suppressed)) => {
                     let first = !self.loaded.load(Ordering::Acquire);
-                    self.replace(&sites);
+                    self.replace_with(&sites, &suppressed);
                     if first {
                         tracing::info!(sites = sites.len(), "site directory loaded");
                     }
@@ -252,5 +293,12 @@ mod tests {
         assert!(dir.any_site_accepts("x.y.example.com").unwrap());
         assert!(!dir.any_site_accepts("other.test").unwrap());
         assert_eq!(dir.len(), 2);
+        assert!(!dir.suppressed(1, &[Some("u")]));
+        dir.replace_with(
+            &[site(1, &["shop.example"], false)],
+            &[(1, "user_id".into(), "u".into())],
+        );
+        assert!(dir.suppressed(1, &[None, Some("u")]));
+        assert!(!dir.suppressed(2, &[Some("u")]));
     }
 }

@@ -81,6 +81,10 @@ pub const RECEIPTS_OF_SITE: &str = receipts!("WHERE site_id = ?", "DESC");
 pub const RECEIPT_BY_ID: &str = receipts!("WHERE request_id = ?", "DESC");
 pub const RECEIPTS_UNFINISHED: &str = receipts!("WHERE state IN ('pending', 'running')", "ASC");
 
+/// The ids whose erasure asked to drop their future events too (ingest's site directory).
+pub const SUPPRESSED_IDS: &str =
+    "SELECT DISTINCT site_id, id_kind, id FROM erasure_ledger WHERE suppress = 1";
+
 /// The erasure ledger's rows written since a time (ms): how readers follow it.
 pub const LEDGER_SINCE: &str = "SELECT site_id, id_kind, id, erased_at_ms, request_id, suppress, \
      added_at_ms FROM erasure_ledger WHERE added_at_ms >= ?";
@@ -272,6 +276,7 @@ pub const ALL: &[Statement] = &[
     st("receipt_by_id", RECEIPT_BY_ID),
     st("receipts_unfinished", RECEIPTS_UNFINISHED),
     st("ledger_since", LEDGER_SINCE),
+    st("suppressed_ids", SUPPRESSED_IDS),
     st("mutations_unfinished", MUTATIONS_UNFINISHED),
     st("events_months", EVENTS_MONTHS),
     st("retention_last_runs", RETENTION_LAST_RUNS),
