@@ -1,9 +1,10 @@
 // Builds script.js, the file ingest serves at GET /api/script.js, into
 // ingest/assets/script.js (committed: ingest embeds it, so building Rivulet never needs
-// npm), and writes its sizes to size.json.
-//   node scripts/build.mjs           build, write both files, print the sizes
-//   node scripts/build.mjs --check   build in memory; fail if ingest/assets/script.js or
-//                                    size.json differ from it, or if it is over the budget
+// npm), writes its sizes to size.json and into README.md's size line.
+//   node scripts/build.mjs           build, write the three files, print the sizes
+//   node scripts/build.mjs --check   build in memory; fail if ingest/assets/script.js,
+//                                    size.json or README.md's sizes differ from it, or if
+//                                    it is over the budget
 // The budget: 2048 bytes gzipped (zlib level 9), the whole script.
 import { build } from 'esbuild';
 import { readFileSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
@@ -17,6 +18,9 @@ const INTERNAL_PROPS = /^(path|query)$/;
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const OUT = here('../../../ingest/assets/script.js');
 const SIZE = here('../size.json');
+const README = here('../README.md');
+/** README.md's size line, e.g. **3927 bytes, 1998 bytes gzipped**. */
+const README_SIZE = /\*\*\d+ bytes, \d+ bytes gzipped\*\*/;
 
 /** The minified script, built from src/index.ts. */
 export async function bundle() {
@@ -50,23 +54,29 @@ async function main() {
   const code = await bundle();
   const size = sizes(code);
   const sizeJson = JSON.stringify(size) + '\n';
+  const readme = readFileSync(README, 'utf8');
+  const readmeNow = readme.replace(README_SIZE, `**${size.bytes} bytes, ${size.gzip_bytes} bytes gzipped**`);
   const problems = [];
+  if (!README_SIZE.test(readme)) problems.push('README.md has no size line (**N bytes, M bytes gzipped**)');
   if (check) {
     if (!existsSync(OUT) || !readFileSync(OUT).equals(code))
       problems.push('ingest/assets/script.js differs from a fresh build of src/: run `npm run build` and commit it');
     if (!existsSync(SIZE) || readFileSync(SIZE, 'utf8') !== sizeJson)
       problems.push('sdk/browser/size.json differs from the fresh build: run `npm run build` and commit it');
+    if (readmeNow !== readme)
+      problems.push("sdk/browser/README.md's size line differs from the fresh build: run `npm run build` and commit it");
   } else {
     mkdirSync(dirname(OUT), { recursive: true });
     writeFileSync(OUT, code);
     writeFileSync(SIZE, sizeJson);
+    writeFileSync(README, readmeNow);
   }
   if (size.gzip_bytes > GZIP_BUDGET)
     problems.push(`script.js is ${size.gzip_bytes} bytes gzipped, over the budget of ${GZIP_BUDGET}`);
   console.log(`script.js: ${size.bytes} bytes, ${size.gzip_bytes} bytes gzipped (zlib level 9; budget ${GZIP_BUDGET})`);
   for (const p of problems) console.error(`check: ${p}`);
   if (problems.length) process.exit(1);
-  if (check) console.log('check: ingest/assets/script.js and size.json are the fresh build');
+  if (check) console.log('check: ingest/assets/script.js, size.json and the README are the fresh build');
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) await main();
