@@ -239,10 +239,11 @@ export function start(w: Window, tag: ScriptTag | null): RivuletApi | undefined 
         });
     },
     identify(id, traits) {
-      // Ingest checks the id (at most 255 characters): an empty one is all the script skips.
+      // Ingest checks the id (at most 255 characters): an empty one is all the script
+      // skips. A number (a database id) is sent as the string ingest wants.
       if (!id) return;
-      userId = id;
-      send('identify', { site_id: siteId, user_id: id, traits });
+      userId = '' + id;
+      send('identify', { site_id: siteId, user_id: userId, traits });
     },
     clearUserId() {
       userId = undefined;

@@ -356,7 +356,8 @@ test('data-* switches: no query string, no outbound, skipped and masked paths', 
   await page.evaluate(() => window.rivulet.event('from admin'));
   await page.click('#out');
   await page.waitForURL(/partner\.example/);
-  await sleep(1000);
+  await waitFor('the performance event', () => c.events().find((e) => e.type === 'performance'));
+  await sleep(500);
   assert.deepEqual(
     c.events().map((e) => e.type),
     ['pageview', 'performance'],

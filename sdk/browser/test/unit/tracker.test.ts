@@ -149,10 +149,15 @@ test('identify: POST /api/identify, then user_id on the later events; clearUserI
   assert.ok(!('user_id' in cleared!));
 });
 
-test('identify without traits sends none', () => {
+test('identify without traits sends none; a numeric id is sent as a string', () => {
   const page = fakeBrowser();
-  page.start()!.identify('u1');
+  const api = page.start()!;
+  api.identify('u1');
   assert.deepEqual(page.sent.at(-1)!.body, { site_id: '1', user_id: 'u1' });
+  api.identify(42 as unknown as string);
+  api.event('x');
+  assert.deepEqual(page.sent.at(-2)!.body, { site_id: '1', user_id: '42' });
+  assert.equal(page.events().at(-1)!.user_id, '42');
 });
 
 test('delivery: sendBeacon with a string body when it queues the request', () => {
