@@ -60,11 +60,15 @@ async function main() {
   if (!README_SIZE.test(readme)) problems.push('README.md has no size line (**N bytes, M bytes gzipped**)');
   if (check) {
     if (!existsSync(OUT) || !readFileSync(OUT).equals(code))
-      problems.push('ingest/assets/script.js differs from a fresh build of src/: run `npm run build` and commit it');
+      problems.push(
+        'ingest/assets/script.js differs from a fresh build of src/: run `npm run build` and commit it',
+      );
     if (!existsSync(SIZE) || readFileSync(SIZE, 'utf8') !== sizeJson)
       problems.push('sdk/browser/size.json differs from the fresh build: run `npm run build` and commit it');
     if (readmeNow !== readme)
-      problems.push("sdk/browser/README.md's size line differs from the fresh build: run `npm run build` and commit it");
+      problems.push(
+        "sdk/browser/README.md's size line differs from the fresh build: run `npm run build` and commit it",
+      );
   } else {
     mkdirSync(dirname(OUT), { recursive: true });
     writeFileSync(OUT, code);
@@ -73,7 +77,9 @@ async function main() {
   }
   if (size.gzip_bytes > GZIP_BUDGET)
     problems.push(`script.js is ${size.gzip_bytes} bytes gzipped, over the budget of ${GZIP_BUDGET}`);
-  console.log(`script.js: ${size.bytes} bytes, ${size.gzip_bytes} bytes gzipped (zlib level 9; budget ${GZIP_BUDGET})`);
+  console.log(
+    `script.js: ${size.bytes} bytes, ${size.gzip_bytes} bytes gzipped (zlib level 9; budget ${GZIP_BUDGET})`,
+  );
   for (const p of problems) console.error(`check: ${p}`);
   if (problems.length) process.exit(1);
   if (check) console.log('check: ingest/assets/script.js, size.json and the README are the fresh build');

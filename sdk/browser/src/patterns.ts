@@ -19,7 +19,9 @@ export function parsePatterns(value: string | null): Pattern[] {
     .map((p) => [
       p,
       new RegExp(
-        '^' + p.replace(/\*\*|\*|[.+?^${}()|[\]\\]/g, (m) => (m == '**' ? '.*' : m == '*' ? '[^/]+' : '\\' + m)) + '$',
+        '^' +
+          p.replace(/\*\*|\*|[.+?^${}()|[\]\\]/g, (m) => (m == '**' ? '.*' : m == '*' ? '[^/]+' : '\\' + m)) +
+          '$',
       ),
     ]);
 }

@@ -17,12 +17,19 @@ export function cut(s: string, max: number): string {
  * length (UTF-16 units) is never below ingest's count (Unicode scalar values), so what
  * fits here fits there.
  */
-export function fitJson(o: Record<string, string | number | undefined>, max: number, order: string[]): string {
+export function fitJson(
+  o: Record<string, string | number | undefined>,
+  max: number,
+  order: string[],
+): string {
   for (const key of order) {
     let over: number;
     let value: unknown;
     while ((over = JSON.stringify(o).length - max) > 0 && typeof (value = o[key]) == 'string' && value)
-      o[key] = cut(value, value.length - Math.ceil((over * value.length) / (JSON.stringify(value).length - 2)));
+      o[key] = cut(
+        value,
+        value.length - Math.ceil((over * value.length) / (JSON.stringify(value).length - 2)),
+      );
   }
   return JSON.stringify(o);
 }

@@ -164,7 +164,8 @@ export function start(w: Window, tag: ScriptTag | null): RivuletApi | undefined 
     doc.addEventListener(
       'click',
       (e) => {
-        const link = (e.target as Element | null)?.closest?.('a[href]') as HTMLAnchorElement | null | undefined;
+        const target = e.target as Element | null;
+        const link = target?.closest?.('a[href]') as HTMLAnchorElement | null | undefined;
         if (link && /^https?:$/.test(link.protocol) && link.hostname != w.location.hostname)
           track({
             type: 'outbound',
@@ -255,7 +256,8 @@ export function start(w: Window, tag: ScriptTag | null): RivuletApi | undefined 
   // A prerendered page counts when the visitor opens it, if ever (prerenderingchange fires
   // once, on activation).
   if (on('auto-track-pageview')) {
-    if ((doc as { prerendering?: boolean }).prerendering) doc.addEventListener('prerenderingchange', pageview);
+    if ((doc as { prerendering?: boolean }).prerendering)
+      doc.addEventListener('prerenderingchange', pageview);
     else pageview();
   }
   return api;

@@ -1,10 +1,9 @@
 // Web vitals with the browser's own PerformanceObserver and Navigation Timing: a minimal
 // reading of the definitions at web.dev (no code taken from the web-vitals library).
 // Times are milliseconds from the start of navigation, as the browser gives them
-// (fractions included, as Rybbit sends them); CLS is unitless. Not
-// handled, to stay small: a prerendered page's times count from the prerender's start, not
-// from its activation, and a page loaded in a background tab reports FCP and LCP as of when
-// it was first shown.
+// (fractions included, as Rybbit sends them); CLS is unitless. Not handled, to stay small:
+// a prerendered page's times count from the prerender's start, not from its activation,
+// and a page loaded in a background tab reports FCP and LCP as of when it was first shown.
 
 /** The fields of a performance event; null when the browser did not measure it. */
 export interface Vitals {
@@ -78,11 +77,18 @@ export function watchVitals(browser: Measurer): () => Vitals {
   };
 
   // One observer for the three types, buffered: entries from before the script ran count.
+  // (durationThreshold applies to event entries; the other types ignore it.)
   const Observer = browser.PerformanceObserver;
   const supported = Observer?.supportedEntryTypes || [];
-  const observer = Observer && new Observer((list) => list.getEntries().forEach(onEntry as (e: PerformanceEntry) => void));
+  const observer =
+    Observer && new Observer((list) => list.getEntries().forEach(onEntry as (e: PerformanceEntry) => void));
   for (const type of ['largest-contentful-paint', 'layout-shift', 'event'])
-    if (supported.includes(type)) observer!.observe({ type, buffered: true, durationThreshold: EVENT_THRESHOLD_MS } as PerformanceObserverInit);
+    if (supported.includes(type))
+      observer!.observe({
+        type,
+        buffered: true,
+        durationThreshold: EVENT_THRESHOLD_MS,
+      } as PerformanceObserverInit);
   // Observed and no shift yet: CLS is 0, not unknown.
   if (supported.includes('layout-shift')) vitals.cls = 0;
 

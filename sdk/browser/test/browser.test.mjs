@@ -89,7 +89,8 @@ function serve(req, res) {
     const attrs = url.searchParams.get('attrs') || '';
     return send(200, 'text/html; charset=utf-8', shopPage(url.pathname === '/about' ? 'About us' : 'Shop home', attrs));
   }
-  if (host === 'partner.example') return send(200, 'text/html; charset=utf-8', '<!doctype html><title>Partner</title><h1>Partner</h1>');
+  if (host === 'partner.example')
+    return send(200, 'text/html; charset=utf-8', '<!doctype html><title>Partner</title><h1>Partner</h1>');
   if (host !== 'rivulet.example') return send(404, 'text/plain', 'unknown host');
   if (req.method === 'GET' && url.pathname === '/api/script.js')
     return send(200, 'application/javascript; charset=utf-8', fs.readFileSync(SCRIPT));
@@ -122,7 +123,8 @@ before(async () => {
   assert.ok(fs.existsSync(SCRIPT), `${SCRIPT} is missing: run npm run build`);
   assert.ok(
     fs.existsSync(chromiumPath),
-    `${chromiumPath} is missing: apt-get install -y --no-install-recommends chromium fonts-liberation (or set CHROMIUM_PATH)`,
+    `${chromiumPath} is missing: apt-get install -y --no-install-recommends chromium fonts-liberation ` +
+      '(or set CHROMIUM_PATH)',
   );
   server = http.createServer(serve);
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -164,7 +166,10 @@ async function waitFor(what, predicate, ms = 10_000) {
   for (;;) {
     const found = predicate();
     if (found) return found;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}; received: ${JSON.stringify(received.map((r) => r.body ?? r.method))}`);
+    if (Date.now() > end) {
+      const got = JSON.stringify(received.map((r) => r.body ?? r.method));
+      throw new Error(`timed out after ${ms} ms waiting for ${what}; received: ${got}`);
+    }
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -196,7 +201,8 @@ async function newPage() {
   return { context, page, consoleErrors };
 }
 
-test('a visit: pageview, SPA navigations, custom event, identify, errors, outbound click, vitals on leaving', { timeout: 60_000 }, async () => {
+const VISIT = 'a visit: pageview, SPA navigations, custom event, identify, errors, outbound click, vitals on leaving';
+test(VISIT, { timeout: 60_000 }, async () => {
   const c = collect();
   const { context, page } = await newPage();
   await page.goto(`${shopOrigin()}/?ref=ad`, { referer: 'https://search.example/?q=boots' });
@@ -285,7 +291,8 @@ test('a visit: pageview, SPA navigations, custom event, identify, errors, outbou
   await sleep(1000);
   assert.equal(c.events().filter((e) => e.type === 'performance').length, 1, 'web vitals are sent once');
   assert.equal(perf.pathname, '/', 'the page as loaded');
-  for (const metric of ['lcp', 'fcp', 'ttfb', 'cls', 'inp']) assert.equal(typeof perf[metric], 'number', `${metric}: ${perf[metric]}`);
+  for (const metric of ['lcp', 'fcp', 'ttfb', 'cls', 'inp'])
+    assert.equal(typeof perf[metric], 'number', `${metric}: ${perf[metric]}`);
   assert.ok(perf.lcp > 0 && perf.fcp > 0 && perf.lcp >= perf.fcp, JSON.stringify(perf));
   assert.ok(perf.cls > 0, `the banner shifted the page: cls ${perf.cls}`);
   assert.ok(perf.inp >= 150, `the slow click took 150 ms: inp ${perf.inp}`);
@@ -319,7 +326,8 @@ test('a tab closed: the vitals arrive by sendBeacon during pagehide', { timeout:
   await context.close();
 });
 
-test('sendBeacon refusing: fetch with keepalive takes over, still without preflight, and CORS lets it read the answer', { timeout: 30_000 }, async () => {
+const FALLBACK = 'sendBeacon refusing: fetch with keepalive takes over, without preflight, CORS letting it read the answer';
+test(FALLBACK, { timeout: 30_000 }, async () => {
   const c = collect();
   const { context, page, consoleErrors } = await newPage();
   await context.addInitScript(() => {
@@ -346,7 +354,9 @@ test('sendBeacon refusing: fetch with keepalive takes over, still without prefli
 test('data-* switches: no query string, no outbound, skipped and masked paths', { timeout: 30_000 }, async () => {
   const c = collect();
   const { context, page } = await newPage();
-  const attrs = encodeURIComponent('data-track-query="false" data-track-outbound="false" data-mask-patterns="/users/*" data-skip-patterns="/admin/**"');
+  const attrs = encodeURIComponent(
+    'data-track-query="false" data-track-outbound="false" data-mask-patterns="/users/*" data-skip-patterns="/admin/**"',
+  );
   await page.goto(`${shopOrigin()}/users/42?secret=1&attrs=${attrs}`);
   const pageview = await waitFor('the pageview', () => c.events().find((e) => e.type === 'pageview'));
   assert.equal(pageview.pathname, '/users/*');

@@ -105,7 +105,11 @@ test('mask patterns: the path is replaced by the pattern that matched', () => {
 });
 
 test('long strings are cut to ingest limits rather than lose the event', () => {
-  const page = fakeBrowser({ url: `https://shop.example/${'p'.repeat(3000)}?${'q'.repeat(3000)}`, title: 't'.repeat(600), referrer: `https://r.example/${'r'.repeat(3000)}` });
+  const page = fakeBrowser({
+    url: `https://shop.example/${'p'.repeat(3000)}?${'q'.repeat(3000)}`,
+    title: 't'.repeat(600),
+    referrer: `https://r.example/${'r'.repeat(3000)}`,
+  });
   page.start();
   const e = page.events()[0]!;
   assert.equal((e.pathname as string).length, 2048);
