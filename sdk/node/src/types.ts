@@ -13,6 +13,11 @@ export interface Payload {
   page_title?: string | undefined;
   referrer?: string | undefined;
   user_id?: string | undefined;
+  /**
+   * A device or cookie id known before login (sent as `anonymous_id`, at most 255
+   * characters). An empty string is the same as none.
+   */
+  anonymousId?: string | undefined;
   /** The visitor's user agent (not the server's); parsed into browser, OS and device. */
   user_agent?: string | undefined;
   /** The visitor's IP address (IPv4 or IPv6); resolved to a location. */
@@ -66,6 +71,7 @@ export interface WireEvent {
   page_title?: string;
   referrer?: string;
   user_id?: string;
+  anonymous_id?: string;
   user_agent?: string;
   ip_address?: string;
 }

@@ -204,6 +204,7 @@ export const LIMITS = {
   page_title: 512,
   referrer: 2048,
   user_id: 255,
+  anonymous_id: 255,
   user_agent: 512,
   event_name: 256,
   properties: 2048,
@@ -219,7 +220,7 @@ const STRING_FIELDS = [
   'user_id',
   'user_agent',
 ] as const;
-const KNOWN_FIELDS = new Set<string>([...STRING_FIELDS, 'screenWidth', 'screenHeight', 'ip_address', 'event_id', 'timestamp']);
+const KNOWN_FIELDS = new Set<string>([...STRING_FIELDS, 'anonymousId', 'screenWidth', 'screenHeight', 'ip_address', 'event_id', 'timestamp']);
 
 function invalid(message: string): TrackerError {
   return new TrackerError(`rivulet-node: ${message}`, { code: 'invalid_event' });
@@ -308,6 +309,16 @@ export function unknownFields(payload: unknown): string[] {
 }
 
 /**
+ * An anonymous id to send, or undefined for none. An empty string means none and is not
+ * sent: an identify with `anonymous_id: ""` would make "" an alias of the user.
+ */
+function anonymousId(v: unknown, name: string): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  const id = checkString(v, name, LIMITS.anonymous_id);
+  return id === '' ? undefined : id;
+}
+
+/**
  * Validates one call's arguments and builds the event to send. Throws a TrackerError
  * (code "invalid_event") naming the field. The id and timestamp are fixed here, when the
  * call is made, so that retries carry the same ones.
@@ -341,6 +352,8 @@ export function buildEvent(
     const v = payload[name];
     if (v !== undefined && v !== null) ev[name] = checkString(v, `payload.${name}`, LIMITS[name]);
   }
+  const anonymous = anonymousId(payload.anonymousId, 'payload.anonymousId');
+  if (anonymous !== undefined) ev.anonymous_id = anonymous;
   const ip = payload.ip_address;
   if (ip !== undefined && ip !== null) {
     if (typeof ip !== 'string' || !isIpAddress(ip)) {

@@ -37,7 +37,7 @@ if (missing.length > 0) {
   const options = { analyticsHost, siteId: env.RIVULET_SITE_ID, apiKey: env.RIVULET_API_KEY };
 
   test('a pageview arrives with every payload field', async (t) => {
-    const payload: Required<Omit<Payload, 'event_id' | 'timestamp'>> = {
+    const payload: Required<Omit<Payload, 'event_id' | 'timestamp' | 'anonymousId'>> = {
       hostname: 'sdk-it.example.com',
       pathname: `/sdk-it/${marker}/pricing`,
       querystring: '?utm_source=newsletter&x=%20y',
