@@ -7,15 +7,20 @@ export { VERSION } from './version.js';
 export type {
   BatchOptions,
   CompressOptions,
+  DropCallback,
   DropReason,
   EventProperties,
   FetchFunction,
+  IdentifyOptions,
   Payload,
   PropertyScalar,
   PropertyValue,
   TrackerOptions,
   TrackerStats,
+  Traits,
+  TraitValue,
   WireEvent,
+  WireIdentify,
 } from './types.js';
 
 import { Tracker } from './tracker.js';

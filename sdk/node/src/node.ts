@@ -10,18 +10,23 @@ export { VERSION } from './version.js';
 export type {
   BatchOptions,
   CompressOptions,
+  DropCallback,
   DropReason,
   EventProperties,
   FetchFunction,
+  IdentifyOptions,
   Payload,
   PropertyScalar,
   PropertyValue,
   TrackerOptions,
   TrackerStats,
+  Traits,
+  TraitValue,
   WireEvent,
+  WireIdentify,
 } from './types.js';
 
-/** Sends pageviews and custom events to a Rivulet ingest server (see the README). */
+/** Sends pageviews, custom events and identify calls to a Rivulet ingest server (see the README). */
 export class Tracker extends CoreTracker {
   constructor(options: TrackerOptions) {
     super(options, nodePlatform);

@@ -1,16 +1,28 @@
-import { finalize, type BatchOptions, type PendingEvent, type WireEvent } from './types.js';
+import { finalize, isIdentify, type BatchOptions, type QueueItem, type WireEvent, type WireIdentify } from './types.js';
 
 /** The batch endpoint's default limits per request (a server may be set lower: see Tracker). */
 export const MAX_BATCH_EVENTS = 500;
 export const MAX_BATCH_BYTES = 1024 * 1024;
 
-/** Events taken from the queue for one request, already serialized. */
-export interface Chunk {
+/** Events taken from the queue for one request to /track/batch, already serialized. */
+export interface EventChunk {
   events: WireEvent[];
   /** Each event as JSON: what goes, comma-separated, between `"events":[` and `]`. */
   parts: string[];
   /** The request body, when it was prepared ahead (see BatchQueue.pump). */
   prepared?: Promise<{ body: string | Uint8Array; gzipped: boolean }> | undefined;
+}
+
+/** An identify call taken from the queue: never part of a batch body, always a request of its own. */
+export interface IdentifyChunk {
+  identify: WireIdentify;
+}
+
+export type Chunk = EventChunk | IdentifyChunk;
+
+/** Queue items a chunk settles: the counters count identify calls as events. */
+function itemCount(chunk: Chunk): number {
+  return 'identify' in chunk ? 1 : chunk.events.length;
 }
 
 /** UTF-8 length of a string (no allocation). */
@@ -43,13 +55,14 @@ export function unrefTimer(timer: Timer): void {
 const RESOLVED = Promise.resolve();
 
 /**
- * A bounded FIFO of events with one sender. It sends when `flushAt` events are queued,
- * `flushInterval` ms after an event was queued, or on flush(). One request is in flight
- * at a time: events that arrive meanwhile make the next batch bigger (up to 500), which
- * keeps the request rate low (the rate limit counts requests) and the order stable.
+ * A bounded FIFO of events (and identify calls) with one sender. It sends when `flushAt`
+ * events are queued, `flushInterval` ms after an event was queued, or on flush(). One
+ * request is in flight at a time: events that arrive meanwhile make the next batch bigger
+ * (up to 500), which keeps the request rate low (the rate limit counts requests) and the
+ * order stable. An identify call is a request of its own, in its place in that order.
  */
 export class BatchQueue {
-  private buffer: PendingEvent[] = [];
+  private buffer: QueueItem[] = [];
   /** Counters in events; the queue is FIFO, so "flushed up to n" is a single number. */
   private enqueued = 0;
   private taken = 0;
@@ -72,7 +85,7 @@ export class BatchQueue {
     /** Delivers one chunk; must not reject (the tracker reports and drops failures itself). */
     private readonly send: (chunk: Chunk) => Promise<void>,
     /** Starts building a chunk's request body (gzip included) while another request is in flight. */
-    private readonly prepare: (chunk: Chunk) => void = () => {},
+    private readonly prepare: (chunk: EventChunk) => void = () => {},
   ) {
     this.maxBytes = MAX_BATCH_BYTES;
   }
@@ -92,7 +105,7 @@ export class BatchQueue {
   }
 
   /** Hot path of every event() call in batch mode: keep it to a push and two comparisons. */
-  offer(ev: PendingEvent): 'queued' | 'queue_full' | 'closed' {
+  offer(ev: QueueItem): 'queued' | 'queue_full' | 'closed' {
     if (this.closed) return 'closed';
     if (this.buffer.length >= this.opts.maxQueueSize) return 'queue_full';
     this.buffer.push(ev);
@@ -154,10 +167,10 @@ export class BatchQueue {
         // the sender. Only a full one: a partial batch would rather grow until then.
         if (this.buffer.length >= this.maxEvents) {
           next = this.take();
-          this.prepare(next);
+          if (!('identify' in next)) this.prepare(next);
         }
         await sent;
-        this.settled += chunk.events.length;
+        this.settled += itemCount(chunk);
         while (this.waiters.length > 0 && this.waiters[0]!.target <= this.settled) this.waiters.shift()!.resolve();
       }
     } finally {
@@ -172,8 +185,17 @@ export class BatchQueue {
     return this.buffer.length > 0 && (this.buffer.length >= this.opts.flushAt || this.taken < this.flushTarget);
   }
 
-  /** Takes the oldest events that fit in one request: the event and byte limits (always at least one). */
+  /**
+   * Takes the oldest events that fit in one request: the event and byte limits (always at
+   * least one), up to the next identify call. An identify call at the head goes alone.
+   */
   private take(): Chunk {
+    const head = this.buffer[0]!;
+    if (isIdentify(head)) {
+      this.buffer.shift();
+      this.taken++;
+      return { identify: head };
+    }
     const parts: string[] = [];
     const budget = this.maxBytes - this.envelopeBytes;
     // Each UTF-16 unit is at most 3 UTF-8 bytes: bytes are counted exactly only once that
@@ -182,7 +204,9 @@ export class BatchQueue {
     let bytes = 0;
     let n = 0;
     while (n < this.buffer.length && n < this.maxEvents) {
-      const json = JSON.stringify(finalize(this.buffer[n]!));
+      const item = this.buffer[n]!;
+      if (isIdentify(item)) break;
+      const json = JSON.stringify(finalize(item));
       if (!exact && bytes + json.length * 3 + 1 > budget) {
         exact = true;
         bytes = 0;

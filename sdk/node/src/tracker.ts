@@ -1,19 +1,24 @@
 import { describeDetails, TrackerError, type ServerErrorDetails } from './errors.js';
 import { webPlatform, type Platform } from './platform.js';
-import { BatchQueue, unrefTimer, utf8Length, type Chunk } from './queue.js';
+import { BatchQueue, unrefTimer, utf8Length, type EventChunk } from './queue.js';
 import { httpError, Transport, type Answer } from './transport.js';
 import {
   finalize,
+  isIdentify,
   type DropReason,
   type EventProperties,
   type FetchFunction,
+  type IdentifyOptions,
   type Payload,
   type PendingEvent,
+  type QueueItem,
   type TrackerOptions,
   type TrackerStats,
+  type Traits,
   type WireEvent,
+  type WireIdentify,
 } from './types.js';
-import { buildEvent, resolveOptions, unknownFields, type ResolvedOptions } from './validate.js';
+import { buildEvent, buildIdentify, resolveOptions, unknownFields, unknownIdentifyOptions, type ResolvedOptions } from './validate.js';
 
 const RESOLVED = Promise.resolve();
 
@@ -45,11 +50,13 @@ interface TrackerSummary {
 }
 
 /**
- * Sends pageviews and custom events to a Rivulet ingest server.
+ * Sends pageviews, custom events and identify calls to a Rivulet ingest server.
  *
- * Without `batch`, every call is one `POST {analyticsHost}/track` and its promise settles
- * when the server has answered (or retries are used up). With `batch`, calls only queue
- * the event and resolve at once; batches go to `POST {analyticsHost}/track/batch`.
+ * Without `batch`, every call is one `POST {analyticsHost}/track` (or `/identify`) and its
+ * promise settles when the server has answered (or retries are used up). With `batch`,
+ * calls only queue the event and resolve at once; batches go to
+ * `POST {analyticsHost}/track/batch`, and each queued identify call, in its turn, to
+ * `POST {analyticsHost}/identify` on its own.
  */
 export class Tracker {
   // Private fields (#): they hold the API key, and util.inspect never shows them.
@@ -61,6 +68,7 @@ export class Tracker {
   readonly #closing = new AbortController();
   readonly #trackUrl: string;
   readonly #batchUrl: string;
+  readonly #identifyUrl: string;
   /** `{"api_key":…,"site_id":…,"events":[`: the part of every batch body that never changes. */
   readonly #batchPrefix: string;
   readonly #queue: BatchQueue | undefined;
@@ -92,6 +100,7 @@ export class Tracker {
     this.#log = o.debug ? (line) => console.log(line) : undefined;
     this.#trackUrl = `${o.analyticsHost}/track`;
     this.#batchUrl = `${o.analyticsHost}/track/batch`;
+    this.#identifyUrl = `${o.analyticsHost}/identify`;
     this.#batchPrefix = `{"api_key":${JSON.stringify(o.apiKey)},"site_id":${JSON.stringify(o.siteId)},"events":[`;
     if (o.disabled) {
       this.#transport = undefined;
@@ -122,7 +131,7 @@ export class Tracker {
       this.#queue = new BatchQueue(
         o.batch,
         envelope,
-        (chunk) => this.#sendBatch(chunk),
+        (chunk) => ('identify' in chunk ? this.#sendQueuedIdentify(chunk.identify) : this.#sendBatch(chunk)),
         (chunk) => {
           chunk.prepared = this.#encode(this.#batchBody(chunk.parts));
         },
@@ -146,6 +155,29 @@ export class Tracker {
   /** Records a custom event named `eventName`, with optional context and event-specific properties. */
   event(eventName: string, payload?: Payload, properties?: EventProperties): Promise<void> {
     return this.#track('custom_event', eventName, payload, properties);
+  }
+
+  /**
+   * Tells the server who `userId` is: `traits` are merged into the user's traits (a trait
+   * set to `null` is removed), and `options.anonymousId`, the id the user had before
+   * logging in, becomes an alias of `userId` (unless another user claimed it first).
+   * Delivered like an event (queued in batch mode, retried with the same `event_id` and
+   * `timestamp`), but always as a request of its own to `POST {analyticsHost}/identify`.
+   */
+  identify(userId: string, traits?: Traits, options?: IdentifyOptions): Promise<void> {
+    let call: WireIdentify;
+    try {
+      call = buildIdentify(userId, traits, options, this.#platform.randomUUID);
+    } catch (e) {
+      return this.#fail(e as TrackerError);
+    }
+    if (this.#log !== undefined) {
+      const ignored = unknownIdentifyOptions(options);
+      if (ignored.length > 0) this.#log(`[rivulet] not sent, unknown identify options: ${ignored.join(', ')}`);
+    }
+    if (this.#options.disabled) return RESOLVED;
+    if (this.#queue !== undefined) return this.#enqueue(this.#queue, call);
+    return this.#sendAlone(call, this.#identifyUrl, () => this.#identifyBody(call));
   }
 
   /**
@@ -265,7 +297,7 @@ export class Tracker {
     return this.#queue !== undefined ? this.#enqueue(this.#queue, ev) : this.#sendOne(ev);
   }
 
-  #enqueue(queue: BatchQueue, ev: PendingEvent): Promise<void> {
+  #enqueue(queue: BatchQueue, ev: QueueItem): Promise<void> {
     const outcome = queue.offer(ev);
     if (outcome === 'queued') {
       if (this.#queueFullEpisode && queue.length <= (this.#options.batch?.maxQueueSize ?? 0) / 2) this.#queueFullEpisode = false;
@@ -290,13 +322,35 @@ export class Tracker {
   }
 
   #sendOne(ev: PendingEvent): Promise<void> {
+    return this.#sendAlone(ev, this.#trackUrl, () =>
+      JSON.stringify({ api_key: this.#options.apiKey, site_id: this.#options.siteId, ...finalize(ev) }),
+    );
+  }
+
+  /** The body of POST /identify: the key stays in the body, as for events (no Authorization header). */
+  #identifyBody(call: WireIdentify): string {
+    const { apiKey, siteId } = this.#options;
+    // Field by field: `type` only tells identify calls from events in onDrop, it is not sent.
+    return JSON.stringify({
+      api_key: apiKey,
+      site_id: siteId,
+      user_id: call.user_id,
+      anonymous_id: call.anonymous_id,
+      traits: call.traits,
+      event_id: call.event_id,
+      timestamp: call.timestamp,
+    });
+  }
+
+  /** Single mode: one request for one event or identify call; the promise settles with its outcome. */
+  #sendAlone(item: QueueItem, url: string, body: () => string): Promise<void> {
     if (this.#closing.signal.aborted || this.#shutdownPromise !== undefined) {
       this.#failed++;
-      return this.#fail(afterShutdownError(ev));
+      return this.#fail(afterShutdownError(item));
     }
-    const body = JSON.stringify({ api_key: this.#options.apiKey, site_id: this.#options.siteId, ...finalize(ev) });
+    const json = body();
     this.#inFlightEvents++;
-    const result = this.#postOne(body, [ev.event_id]).then(
+    const result = this.#post(url, json, [item.event_id], false).then(
       () => {
         this.#delivered++;
       },
@@ -317,28 +371,59 @@ export class Tracker {
     return result.catch((e: unknown) => this.#fail(e as TrackerError));
   }
 
-  /** One event to /track, retried (network errors, timeouts, 408, 429, 5xx) up to maxRetries. */
-  async #postOne(body: string, ids: string[]): Promise<void> {
+  /**
+   * POSTs one body (an event to /track, or an identify call), the same bytes on every
+   * attempt, retried (network errors, timeouts, 408, 429, 5xx) up to maxRetries.
+   * `patientOn429`: a 429 waits without using up retries, as batches do (see #deliver).
+   */
+  async #post(url: string, body: string, ids: string[], patientOn429: boolean): Promise<void> {
     const transport = this.#transport!;
     await transport.waitForPause(ids);
+    let failures = 0;
+    let rateLimited = 0;
     for (let attempt = 1; ; attempt++) {
       let error: TrackerError;
       try {
-        const answer = await transport.attempt(this.#trackUrl, body, false, attempt, ids);
+        const answer = await transport.attempt(url, body, false, attempt, ids);
         if (answer.status === 200) return;
-        error = httpError(this.#trackUrl, answer, attempt, ids, (t) => transport.redact(t));
+        error = httpError(url, answer, attempt, ids, (t) => transport.redact(t));
         if (answer.retryAfterMs !== undefined && error.retryable) transport.pause(answer.retryAfterMs);
+        if (patientOn429 && answer.status === 429) {
+          rateLimited++;
+          await transport.backoff(Math.min(rateLimited, 30), ids, error);
+          continue;
+        }
       } catch (e) {
         if (!(e instanceof TrackerError)) throw e;
         error = e;
       }
-      if (!error.retryable || attempt > this.#options.maxRetries) throw error;
-      await transport.backoff(attempt, ids, error);
+      if (!error.retryable || failures >= this.#options.maxRetries) throw error;
+      failures++;
+      await transport.backoff(failures, ids, error);
+    }
+  }
+
+  /**
+   * Batch mode: delivers an identify call taken from the queue, alone, and reports its
+   * outcome like a batched event's. Never rejects.
+   */
+  async #sendQueuedIdentify(call: WireIdentify): Promise<void> {
+    this.#inFlightEvents++;
+    try {
+      await this.#post(this.#identifyUrl, this.#identifyBody(call), [call.event_id], true);
+      this.#delivered++;
+    } catch (e) {
+      const err = e instanceof TrackerError ? e : unexpected(e);
+      // A 400 is about this call's fields, as a batch's per-event "invalid" is.
+      const reason: DropReason = err.code === 'shutdown' ? 'shutdown' : err.status === 400 ? 'invalid' : 'failed';
+      this.#settle([call], reason, err);
+    } finally {
+      this.#inFlightEvents--;
     }
   }
 
   /** Delivers one chunk of the queue and reports every event's outcome. Never rejects. */
-  async #sendBatch(chunk: Chunk): Promise<void> {
+  async #sendBatch(chunk: EventChunk): Promise<void> {
     const n = chunk.events.length;
     this.#inFlightEvents += n;
     try {
@@ -357,7 +442,7 @@ export class Tracker {
    * 413 or "too many events" splits the batch and lowers the limits for later batches;
    * 429 waits (Retry-After) without using up retries, since the queue bounds what waits.
    */
-  async #deliver(events: WireEvent[], parts: string[], prepared?: Chunk['prepared']): Promise<void> {
+  async #deliver(events: WireEvent[], parts: string[], prepared?: EventChunk['prepared']): Promise<void> {
     const transport = this.#transport!;
     const url = this.#batchUrl;
     let ids = events.map((e) => e.event_id);
@@ -480,8 +565,8 @@ export class Tracker {
     }
   }
 
-  /** Gives up on events: one onError, one onDrop each. */
-  #settle(events: PendingEvent[], reason: DropReason, err: TrackerError): void {
+  /** Gives up on events (or identify calls): one onError, one onDrop each. */
+  #settle(events: QueueItem[], reason: DropReason, err: TrackerError): void {
     this.#failed += events.length;
     this.#report(err);
     for (const ev of events) this.#drop(ev, reason);
@@ -510,11 +595,11 @@ export class Tracker {
   }
 
   /** Calls onDrop; the caller counts the event in `failed`. */
-  #drop(ev: PendingEvent, reason: DropReason): void {
+  #drop(item: QueueItem, reason: DropReason): void {
     const onDrop = this.#options.onDrop;
     if (onDrop === undefined) return;
     try {
-      onDrop(finalize(ev), reason);
+      onDrop(isIdentify(item) ? item : finalize(item), reason);
     } catch (e) {
       // A throwing callback must not break delivery or the other drops.
       console.error('rivulet-node: onDrop callback threw:', e);
@@ -568,10 +653,10 @@ function unexpected(e: unknown): TrackerError {
   return new TrackerError(`rivulet-node: unexpected error: ${String(e)}`, { code: 'network', cause: e });
 }
 
-function afterShutdownError(ev: PendingEvent): TrackerError {
-  return new TrackerError('rivulet-node: the tracker is shut down; event not sent', {
+function afterShutdownError(item: QueueItem): TrackerError {
+  return new TrackerError(`rivulet-node: the tracker is shut down; ${isIdentify(item) ? 'identify call' : 'event'} not sent`, {
     code: 'shutdown',
-    eventIds: [ev.event_id],
+    eventIds: [item.event_id],
   });
 }
 

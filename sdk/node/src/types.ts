@@ -13,6 +13,12 @@ export interface Payload {
   page_title?: string | undefined;
   referrer?: string | undefined;
   user_id?: string | undefined;
+  /**
+   * A device or cookie id known before login (sent as `anonymous_id`, at most 255
+   * characters). After `identify(userId, traits, { anonymousId })` it counts as that user.
+   * An empty string is the same as none.
+   */
+  anonymousId?: string | undefined;
   /** The visitor's user agent (not the server's); parsed into browser, OS and device. */
   user_agent?: string | undefined;
   /** The visitor's IP address (IPv4 or IPv6); resolved to a location. */
@@ -66,9 +72,54 @@ export interface WireEvent {
   page_title?: string;
   referrer?: string;
   user_id?: string;
+  anonymous_id?: string;
   user_agent?: string;
   ip_address?: string;
 }
+
+/** A trait's value: any JSON value. As the value of a trait, `null` removes that trait. */
+export type TraitValue = string | number | boolean | null | TraitValue[] | { [key: string]: TraitValue | undefined };
+
+/**
+ * What you know about a user (plan, company, signup date…), merged into what the server
+ * has: a trait set to `null` is removed, traits left out are kept. At most 2048 characters
+ * as JSON. `undefined` values are left out, as `JSON.stringify` does.
+ */
+export type Traits = Record<string, TraitValue | undefined>;
+
+/** Per-call options of `identify()`. */
+export interface IdentifyOptions {
+  /** The device or cookie id the user had before logging in: it becomes an alias of the user id. */
+  anonymousId?: string | undefined;
+  /** The call's id, a UUID (default: a random one made at the call); the server keeps one identify per id. */
+  event_id?: string | undefined;
+  /** When the user was identified (default: the time of the call); traits merge by it, latest wins. */
+  timestamp?: Date | string | number | undefined;
+}
+
+/**
+ * An identify call as `onDrop` sees it: the body of `POST {analyticsHost}/identify`
+ * without `api_key` and `site_id`, plus `type`, which is not sent: it tells it from events.
+ */
+export interface WireIdentify {
+  type: 'identify';
+  /** UUID made when the call is made (or the caller's); every retry sends the same. */
+  event_id: string;
+  /** RFC 3339 time of the call (or the caller's `timestamp`); every retry sends the same. */
+  timestamp: string;
+  user_id: string;
+  anonymous_id?: string;
+  traits?: Traits;
+}
+
+/**
+ * The type of `onDrop`. Declared through a method so that its parameter is checked
+ * bivariantly: callbacks written as `(event: WireEvent, reason) => …` before identify()
+ * existed still compile (they only ever see a WireIdentify if the application calls identify()).
+ */
+export type DropCallback = {
+  bivarianceHack(event: WireEvent | WireIdentify, reason: DropReason): void;
+}['bivarianceHack'];
 
 export interface BatchOptions {
   /** Send a batch once this many events are queued. Default 100. */
@@ -128,13 +179,16 @@ export interface TrackerOptions {
   throwOnError?: boolean | undefined;
   /** Called with every error. Default: one `console.error` line per error. */
   onError?: ((error: TrackerError) => void) | undefined;
-  /** Called for every event that was accepted by a call but will not be delivered (batch mode). */
-  onDrop?: ((event: WireEvent, reason: DropReason) => void) | undefined;
+  /**
+   * Called for every event or identify call that was accepted by a call but will not be
+   * delivered (batch mode). Identify calls come with `type: 'identify'`.
+   */
+  onDrop?: DropCallback | undefined;
   /** Enable batch mode (`true` for the defaults) over `POST {analyticsHost}/track/batch`. Default off. */
   batch?: boolean | BatchOptions | undefined;
 }
 
-/** Counters for monitoring. */
+/** Counters for monitoring. An identify call counts as one event. */
 export interface TrackerStats {
   /** Events waiting in the batch queue. */
   queued: number;
@@ -156,6 +210,13 @@ export interface TrackerStats {
  * because toISOString() (about 1 µs) would be most of a batched call's cost.
  */
 export type PendingEvent = Omit<WireEvent, 'timestamp'> & { timestamp: string | number };
+
+/** What the batch queue holds: events, and identify calls, which go out as requests of their own. */
+export type QueueItem = PendingEvent | WireIdentify;
+
+export function isIdentify(item: QueueItem): item is WireIdentify {
+  return item.type === 'identify';
+}
 
 let lastMs = NaN;
 let lastIso = '';

@@ -2,13 +2,14 @@ import { TrackerError } from './errors.js';
 import { isIpAddress, isUuid, MAX_TIMESTAMP_MS, parseRfc3339 } from './formats.js';
 import type {
   BatchOptions,
-  DropReason,
+  DropCallback,
   EventProperties,
   FetchFunction,
   Payload,
   PendingEvent,
+  Traits,
   TrackerOptions,
-  WireEvent,
+  WireIdentify,
 } from './types.js';
 
 /** Options with every default filled in. */
@@ -28,7 +29,7 @@ export interface ResolvedOptions {
   retryMaxDelayMs: number;
   throwOnError: boolean;
   onError: ((error: TrackerError) => void) | undefined;
-  onDrop: ((event: WireEvent, reason: DropReason) => void) | undefined;
+  onDrop: DropCallback | undefined;
   batch: Required<BatchOptions> | undefined;
 }
 
@@ -204,6 +205,7 @@ export const LIMITS = {
   page_title: 512,
   referrer: 2048,
   user_id: 255,
+  anonymous_id: 255,
   user_agent: 512,
   event_name: 256,
   properties: 2048,
@@ -219,7 +221,17 @@ const STRING_FIELDS = [
   'user_id',
   'user_agent',
 ] as const;
-const KNOWN_FIELDS = new Set<string>([...STRING_FIELDS, 'screenWidth', 'screenHeight', 'ip_address', 'event_id', 'timestamp']);
+const KNOWN_FIELDS = new Set<string>([...STRING_FIELDS, 'anonymousId', 'screenWidth', 'screenHeight', 'ip_address', 'event_id', 'timestamp']);
+const IDENTIFY_OPTIONS = new Set<string>(['anonymousId', 'event_id', 'timestamp']);
+
+/** Longest `traits` of an identify call, in characters of its JSON (the server's limit). */
+export const TRAITS_MAX_CHARS = 2048;
+
+/**
+ * Nesting deeper than this cannot fit in TRAITS_MAX_CHARS (each level takes at least two
+ * characters); the check stops there instead of recursing until the stack runs out.
+ */
+const TRAITS_MAX_DEPTH = TRAITS_MAX_CHARS / 2;
 
 function invalid(message: string): TrackerError {
   return new TrackerError(`rivulet-node: ${message}`, { code: 'invalid_event' });
@@ -268,9 +280,9 @@ function encodeProperties(properties: unknown): string {
   return json;
 }
 
-function checkEventId(v: unknown): string {
+function checkEventId(v: unknown, name = 'payload.event_id'): string {
   if (typeof v !== 'string' || !isUuid(v)) {
-    throw invalid(`payload.event_id must be a UUID string, e.g. "0b0e3a1c-6f0e-4c8e-9a5e-2f6a1d3c4b5a" (got ${typeof v === 'string' ? `"${v.slice(0, 64)}"` : describe(v)})`);
+    throw invalid(`${name} must be a UUID string, e.g. "0b0e3a1c-6f0e-4c8e-9a5e-2f6a1d3c4b5a" (got ${typeof v === 'string' ? `"${v.slice(0, 64)}"` : describe(v)})`);
   }
   return v;
 }
@@ -278,25 +290,25 @@ function checkEventId(v: unknown): string {
 const TIMESTAMP_RULE = 'a valid Date, an RFC 3339 date-time string such as "2026-01-02T03:04:05.678Z", or epoch milliseconds (an integer)';
 
 /** A caller's timestamp as the RFC 3339 string to send; what the server would refuse fails here. */
-function checkTimestamp(v: unknown): string {
+function checkTimestamp(v: unknown, name = 'payload.timestamp'): string {
   if (typeof v === 'string') {
-    if (parseRfc3339(v) === undefined) throw invalid(`payload.timestamp must be ${TIMESTAMP_RULE} (got "${v.slice(0, 64)}")`);
+    if (parseRfc3339(v) === undefined) throw invalid(`${name} must be ${TIMESTAMP_RULE} (got "${v.slice(0, 64)}")`);
     return v;
   }
   let ms: number;
   if (typeof v === 'number') {
     if (!Number.isInteger(v) || v < 1 || v >= MAX_TIMESTAMP_MS) {
-      throw invalid(`payload.timestamp must be ${TIMESTAMP_RULE} from 1 to ${MAX_TIMESTAMP_MS - 1} (got ${describe(v)})`);
+      throw invalid(`${name} must be ${TIMESTAMP_RULE} from 1 to ${MAX_TIMESTAMP_MS - 1} (got ${describe(v)})`);
     }
     ms = v;
   } else if (Object.prototype.toString.call(v) === '[object Date]') {
     ms = (v as Date).getTime();
     // toISOString() writes six-digit years past 9999, which RFC 3339 has not.
     if (!(ms >= -62_167_219_200_000 && ms < MAX_TIMESTAMP_MS)) {
-      throw invalid(`payload.timestamp must be ${TIMESTAMP_RULE}; the Date is invalid or outside the years 0-9999`);
+      throw invalid(`${name} must be ${TIMESTAMP_RULE}; the Date is invalid or outside the years 0-9999`);
     }
   } else {
-    throw invalid(`payload.timestamp must be ${TIMESTAMP_RULE} (got ${describe(v)})`);
+    throw invalid(`${name} must be ${TIMESTAMP_RULE} (got ${describe(v)})`);
   }
   return new Date(ms).toISOString();
 }
@@ -305,6 +317,22 @@ function checkTimestamp(v: unknown): string {
 export function unknownFields(payload: unknown): string[] {
   if (!isPlainObject(payload)) return [];
   return Object.keys(payload).filter((k) => !KNOWN_FIELDS.has(k));
+}
+
+/** Fields of identify()'s options that the SDK does not know; only computed for debug logs. */
+export function unknownIdentifyOptions(options: unknown): string[] {
+  if (!isPlainObject(options)) return [];
+  return Object.keys(options).filter((k) => !IDENTIFY_OPTIONS.has(k));
+}
+
+/**
+ * An anonymous id to send, or undefined for none. An empty string means none and is not
+ * sent: an identify with `anonymous_id: ""` would make "" an alias of the user.
+ */
+function anonymousId(v: unknown, name: string): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  const id = checkString(v, name, LIMITS.anonymous_id);
+  return id === '' ? undefined : id;
 }
 
 /**
@@ -341,6 +369,8 @@ export function buildEvent(
     const v = payload[name];
     if (v !== undefined && v !== null) ev[name] = checkString(v, `payload.${name}`, LIMITS[name]);
   }
+  const anonymous = anonymousId(payload.anonymousId, 'payload.anonymousId');
+  if (anonymous !== undefined) ev.anonymous_id = anonymous;
   const ip = payload.ip_address;
   if (ip !== undefined && ip !== null) {
     if (typeof ip !== 'string' || !isIpAddress(ip)) {
@@ -352,4 +382,94 @@ export function buildEvent(
   if (screenWidth !== undefined && screenWidth !== null) ev.screenWidth = checkScreen(screenWidth, 'screenWidth');
   if (screenHeight !== undefined && screenHeight !== null) ev.screenHeight = checkScreen(screenHeight, 'screenHeight');
   return ev;
+}
+
+/** `a Date`, `a Map`…: what a value that JSON cannot carry is, for error messages. */
+function describeNonJson(v: unknown): string {
+  if (typeof v !== 'object' || v === null) return describe(v);
+  const name = (Object.getPrototypeOf(v) as { constructor?: { name?: unknown } } | null)?.constructor?.name;
+  return typeof name === 'string' && name !== '' ? `a ${name}` : 'an object that is not a plain object';
+}
+
+/**
+ * Checks that `v` survives JSON.stringify unchanged: strings, finite numbers, booleans,
+ * null, arrays and plain objects of those. What JSON.stringify would silently turn into
+ * something else fails instead: NaN and undefined in an array become null (for a trait,
+ * "remove it"), a Date becomes a string, a Map becomes {}, a cycle throws.
+ */
+function checkJsonValue(v: unknown, path: string, ancestors: Set<object>): void {
+  if (v === null || typeof v === 'string' || typeof v === 'boolean') return;
+  if (typeof v === 'number') {
+    if (Number.isFinite(v)) return;
+    throw invalid(`${path} must be a finite number (got ${v}); JSON.stringify would send null`);
+  }
+  if (typeof v === 'object' && (Array.isArray(v) || isPlainObject(v))) {
+    if (ancestors.has(v)) throw invalid(`${path} contains itself (a cycle), which JSON cannot carry`);
+    if (ancestors.size >= TRAITS_MAX_DEPTH) {
+      throw invalid(`traits must be at most ${TRAITS_MAX_CHARS} characters as JSON (nested over ${TRAITS_MAX_DEPTH} levels deep)`);
+    }
+    ancestors.add(v);
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) {
+        // A hole or undefined in an array is sent as null by JSON.stringify: not what was meant.
+        if (v[i] === undefined) throw invalid(`${path}[${i}] is undefined; JSON.stringify would send null`);
+        checkJsonValue(v[i], `${path}[${i}]`, ancestors);
+      }
+    } else {
+      for (const key in v) {
+        const x = v[key];
+        if (x !== undefined) checkJsonValue(x, `${path}.${key}`, ancestors); // left out, as JSON.stringify does
+      }
+    }
+    ancestors.delete(v);
+    return;
+  }
+  const hint = v instanceof Date ? '; pass date.toISOString()' : '';
+  throw invalid(`${path} must be a JSON value: a string, finite number, boolean, null, array or plain object (got ${describeNonJson(v)})${hint}`);
+}
+
+/**
+ * Validates identify() traits and returns a copy of them. The copy is what gets sent, so
+ * that a caller changing its object after the call cannot change a queued identify or
+ * make a retry differ from the first attempt.
+ */
+function encodeTraits(traits: unknown): Traits {
+  if (!isPlainObject(traits)) throw invalid(`traits must be a plain object (got ${describe(traits)})`);
+  checkJsonValue(traits, 'traits', new Set());
+  const json = JSON.stringify(traits);
+  // Characters of the compact JSON, as for event properties: the server measures the same.
+  if (tooLong(json, TRAITS_MAX_CHARS)) {
+    throw invalid(`traits must be at most ${TRAITS_MAX_CHARS} characters as JSON (got ${[...json].length})`);
+  }
+  return JSON.parse(json) as Traits;
+}
+
+/**
+ * Validates the arguments of identify() and builds the call to send. Throws a TrackerError
+ * (code "invalid_event") naming the argument. The id and timestamp are fixed here, when
+ * the call is made, so that every retry carries the same ones: the server deduplicates on
+ * the id and merges traits by the timestamp.
+ */
+export function buildIdentify(userId: unknown, traits: unknown, options: unknown, randomUUID: () => string): WireIdentify {
+  const now = Date.now();
+  if (userId === undefined || userId === null || userId === '') {
+    throw invalid('identify(userId) needs a non-empty userId string');
+  }
+  const user = checkString(userId, 'userId', LIMITS.user_id);
+  let opts: Record<string, unknown> = {};
+  if (options !== undefined && options !== null) {
+    if (!isPlainObject(options)) throw invalid(`identify options must be a plain object (got ${describe(options)})`);
+    opts = options;
+  }
+  const { event_id, timestamp } = opts;
+  const call: WireIdentify = {
+    type: 'identify',
+    event_id: event_id === undefined || event_id === null ? randomUUID() : checkEventId(event_id, 'options.event_id'),
+    timestamp: timestamp === undefined || timestamp === null ? new Date(now).toISOString() : checkTimestamp(timestamp, 'options.timestamp'),
+    user_id: user,
+  };
+  const anonymous = anonymousId(opts.anonymousId, 'options.anonymousId');
+  if (anonymous !== undefined) call.anonymous_id = anonymous;
+  if (traits !== undefined && traits !== null) call.traits = encodeTraits(traits);
+  return call;
 }

@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { Tracker, type DropReason, type FetchFunction, type Payload, type TrackerError } from 'rivulet-node';
+import { Tracker, type DropReason, type FetchFunction, type IdentifyOptions, type Payload, type TrackerError, type Traits } from 'rivulet-node';
 
 const packageRoot = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -37,7 +37,7 @@ if (missing.length > 0) {
   const options = { analyticsHost, siteId: env.RIVULET_SITE_ID, apiKey: env.RIVULET_API_KEY };
 
   test('a pageview arrives with every payload field', async (t) => {
-    const payload: Required<Omit<Payload, 'event_id' | 'timestamp'>> = {
+    const payload: Required<Omit<Payload, 'event_id' | 'timestamp' | 'anonymousId'>> = {
       hostname: 'sdk-it.example.com',
       pathname: `/sdk-it/${marker}/pricing`,
       querystring: '?utm_source=newsletter&x=%20y',
@@ -200,6 +200,98 @@ if (missing.length > 0) {
       `device fields of an SDK event without user_agent: ${JSON.stringify(noUa)}`,
     );
     assert.deepEqual(noUa, emptyUa, 'the same visitor id and device fields as an event with an empty user_agent');
+  });
+
+  test('anonymousId arrives as the anonymous_id of pageviews and custom events, single and batch', async () => {
+    const anonymousId = `${marker}-anon-ev`;
+    const single = new Tracker({ ...options, throwOnError: true });
+    await single.pageview({ pathname: `/sdk-it/${marker}/anon/pageview`, anonymousId });
+    await single.event('sdk_it_anon', { pathname: `/sdk-it/${marker}/anon/event`, anonymousId, user_id: `${marker}-anon-user` });
+    const batch = new Tracker({ ...options, batch: true, throwOnError: true });
+    await batch.pageview({ pathname: `/sdk-it/${marker}/anon/batch`, anonymousId });
+    await batch.shutdown();
+    for (const kind of ['pageview', 'event', 'batch']) {
+      const row = await pollRow(`pathname = ${sql(`/sdk-it/${marker}/anon/${kind}`)}`, 'anonymous_id, user_id');
+      assert.equal(row.anonymous_id, anonymousId, `${kind}: anonymous_id stored`);
+    }
+  });
+
+  // Where the server keeps aliases and traits is not part of the wire contract (only POST
+  // /api/identify is), so identify is checked at the API: every call answered 200, a resend
+  // with the same event_id and timestamp too, and the same verdicts as the SDK's checks.
+  test('identify answers 200 in single and batch mode, and the same call sent again answers 200', async () => {
+    const statuses: { path: string; status: number; eventId: string }[] = [];
+    const recording: FetchFunction = async (url, init) => {
+      const res = await fetch(url, init);
+      // Identify bodies are never gzipped; a gzipped batch body has no single event_id anyway.
+      const body = typeof init.body === 'string' ? (JSON.parse(init.body) as { event_id?: string }) : {};
+      statuses.push({ path: new URL(url).pathname, status: res.status, eventId: body.event_id ?? '' });
+      return res;
+    };
+    const userId = `${marker}-identify`;
+    const traits: Traits = { plan: 'pro', seats: 5, company: { name: 'Acme «SDK»', tags: ['b2b', 'eu'] }, churned_at: null };
+    const call: IdentifyOptions = { anonymousId: `${marker}-anon-1`, event_id: randomUUID(), timestamp: new Date(Date.now() - 60_000) };
+    const single = new Tracker({ ...options, fetch: recording, throwOnError: true, maxRetries: 0 });
+    await single.identify(userId, traits, call);
+    // What a retry after a lost answer does: the same event_id and timestamp again.
+    await single.identify(userId, traits, call);
+    // A second anonymous id merges into the same user; a null trait removes it.
+    await single.identify(userId, { plan: null }, { anonymousId: `${marker}-anon-2` });
+
+    const drops: DropReason[] = [];
+    const errors: TrackerError[] = [];
+    const batch = new Tracker({ ...options, fetch: recording, batch: true, onDrop: (_i, r) => drops.push(r), onError: (e) => errors.push(e) });
+    await batch.pageview({ pathname: `/sdk-it/${marker}/identify/before`, anonymousId: `${marker}-anon-3` });
+    await batch.identify(userId, { source: 'batch' }, { anonymousId: `${marker}-anon-3` });
+    await batch.shutdown(30_000);
+    assert.deepEqual(errors.map((e) => e.message), []);
+    assert.deepEqual(drops, []);
+    assert.equal(batch.stats().delivered, 2);
+
+    const identifies = statuses.filter((s) => s.path === '/api/identify');
+    assert.deepEqual(identifies.map((s) => s.status), [200, 200, 200, 200], 'every identify answered 200');
+    assert.equal(identifies[0]!.eventId, call.event_id);
+    assert.equal(identifies[1]!.eventId, call.event_id, 'the resend carried the same event_id');
+    assert.ok(statuses.some((s) => s.path === '/api/track/batch' && s.status === 200), 'the pageview went in a batch of its own');
+  });
+
+  test("the SDK's checks of identify agree with the server's", async () => {
+    // Each case straight to /api/identify (the server's verdict) and through the SDK (its verdict).
+    const base = { user_id: `${marker}-agree-id` };
+    const cases: { name: string; body: Record<string, unknown>; args: [unknown, unknown?, unknown?] }[] = [
+      { name: 'user_id ok', body: {}, args: [base.user_id] },
+      { name: 'user_id 255 chars', body: { user_id: 'é'.repeat(255) }, args: ['é'.repeat(255)] },
+      { name: 'user_id 256 chars', body: { user_id: 'é'.repeat(256) }, args: ['é'.repeat(256)] },
+      { name: 'user_id empty', body: { user_id: '' }, args: [''] },
+      { name: 'user_id a number', body: { user_id: 42 }, args: [42] },
+      { name: 'anonymous_id 255 chars', body: { anonymous_id: 'é'.repeat(255) }, args: [base.user_id, undefined, { anonymousId: 'é'.repeat(255) }] },
+      { name: 'anonymous_id 256 chars', body: { anonymous_id: 'é'.repeat(256) }, args: [base.user_id, undefined, { anonymousId: 'é'.repeat(256) }] },
+      { name: 'traits 2048 chars', body: { traits: { k: 'é'.repeat(2040) } }, args: [base.user_id, { k: 'é'.repeat(2040) }] },
+      { name: 'traits 2049 chars', body: { traits: { k: 'é'.repeat(2041) } }, args: [base.user_id, { k: 'é'.repeat(2041) }] },
+      { name: 'traits with null and nesting', body: { traits: { a: null, b: { c: [1, 'x', null] } } }, args: [base.user_id, { a: null, b: { c: [1, 'x', null] } }] },
+      { name: 'traits an array', body: { traits: ['a'] }, args: [base.user_id, ['a']] },
+      { name: 'traits a string', body: { traits: 'plan=pro' }, args: [base.user_id, 'plan=pro'] },
+      { name: 'event_id ok', body: { event_id: randomUUID() }, args: [base.user_id, undefined, { event_id: randomUUID() }] },
+      { name: 'event_id bad', body: { event_id: 'nope' }, args: [base.user_id, undefined, { event_id: 'nope' }] },
+      { name: 'timestamp ok', body: { timestamp: '2026-01-02T03:04:05Z' }, args: [base.user_id, undefined, { timestamp: '2026-01-02T03:04:05Z' }] },
+      { name: 'timestamp bad', body: { timestamp: 'yesterday' }, args: [base.user_id, undefined, { timestamp: 'yesterday' }] },
+    ];
+    const sdk = new Tracker({ ...options, disabled: true, throwOnError: true });
+    const disagreements: string[] = [];
+    for (const c of cases) {
+      const res = await fetch(`${analyticsHost}/identify`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ api_key: env.RIVULET_API_KEY, site_id: env.RIVULET_SITE_ID, ...base, ...c.body }),
+      });
+      await res.text();
+      assert.ok(res.status === 200 || res.status === 400, `${c.name}: unexpected ${res.status}`);
+      const serverOk = res.status === 200;
+      const [userId, traits, opts] = c.args;
+      const sdkOk = await sdk.identify(userId as string, traits as Traits, opts as IdentifyOptions).then(() => true, () => false);
+      if (serverOk !== sdkOk) disagreements.push(`${c.name}: server ${serverOk ? 'accepts' : 'rejects'}, SDK ${sdkOk ? 'accepts' : 'rejects'}`);
+    }
+    assert.deepEqual(disagreements, []);
   });
 
   test('serverless: a handler that awaits flush() before the process is frozen loses nothing', async () => {

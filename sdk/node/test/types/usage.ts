@@ -1,6 +1,6 @@
 // Compiled with `tsc --noEmit` by `npm test`: the public types accept the documented examples
 // and reject wrong usage. Nothing here runs.
-import Tracker, { Tracker as NamedTracker, TrackerError, isTrackerError, VERSION, type DropReason, type EventProperties, type FetchFunction, type Payload, type TrackerOptions, type WireEvent } from 'rivulet-node';
+import Tracker, { Tracker as NamedTracker, TrackerError, isTrackerError, VERSION, type DropReason, type EventProperties, type FetchFunction, type IdentifyOptions, type Payload, type TrackerOptions, type Traits, type TraitValue, type WireEvent, type WireIdentify } from 'rivulet-node';
 
 declare const process: { env: Record<string, string | undefined> };
 
@@ -34,6 +34,20 @@ async function specExamples(): Promise<void> {
 
   const result: void = await tracker.event('x');
   void result;
+
+  // Identity: anonymousId on events, identify() with traits and options.
+  await tracker.pageview({ pathname: '/', anonymousId: 'anon-1' });
+  await tracker.event('signup', { user_id: 'user-42', anonymousId: 'anon-1' }, { plan: 'pro' });
+  await tracker.identify('user-42');
+  await tracker.identify('user-42', { plan: 'pro', seats: 5, trial: false, company: { name: 'Acme', tags: ['b2b'] }, churned_at: null });
+  await tracker.identify('user-42', { plan: undefined }, { anonymousId: 'anon-1' });
+  await tracker.identify('user-42', {}, { anonymousId: 'anon-1', event_id: '0b0e3a1c-6f0e-4c8e-9a5e-2f6a1d3c4b5a', timestamp: new Date() });
+  await tracker.identify('user-42', undefined, { timestamp: Date.now() });
+  const traits: Traits = { nested: { deep: [1, 'a', null, { x: true }] } };
+  const value: TraitValue = traits.nested!;
+  const options: IdentifyOptions = { anonymousId: 'anon-1', timestamp: '2026-01-02T03:04:05Z' };
+  const identified: void = await tracker.identify('u', traits, options);
+  void [value, identified];
 }
 
 function reliabilityOptions(): TrackerOptions {
@@ -53,9 +67,40 @@ function reliabilityOptions(): TrackerOptions {
       const retryable: boolean = err.retryable;
       void [status, message, fields, retryable, err.code, err.eventIds];
     },
+    // Annotated with WireEvent, as written before identify() existed: still accepted.
     onDrop: (event: WireEvent, reason: DropReason) => void [event.event_id, reason],
     batch: { flushAt: 100, flushInterval: 1000, maxQueueSize: 10_000 },
   };
+}
+
+function dropsOfBothKinds(): TrackerOptions {
+  return {
+    analyticsHost: 'http://127.0.0.1:3000/api',
+    siteId: 1,
+    apiKey: 'rb_abc',
+    onDrop: (item, reason) => {
+      // Inferred: an event or an identify call, told apart by type.
+      if (item.type === 'identify') {
+        const who: string = item.user_id;
+        const alias: string | undefined = item.anonymous_id;
+        const traits: Traits | undefined = item.traits;
+        void [who, alias, traits];
+      } else {
+        const path: string | undefined = item.pathname;
+        const anonymous: string | undefined = item.anonymous_id;
+        void [path, anonymous];
+      }
+      const id: string = item.event_id;
+      const when: string = item.timestamp;
+      void [id, when, reason];
+    },
+  };
+}
+
+function identifyItem(item: WireEvent | WireIdentify): string {
+  // @ts-expect-error user_id is optional on an event: narrow on type first
+  const user: string = item.user_id;
+  return user;
 }
 
 async function lifecycle(tracker: Tracker): Promise<void> {
@@ -107,9 +152,27 @@ function wrongUsage(tracker: Tracker): void {
   new Tracker({ analyticsHost: 'http://x/api', siteId: 1, apiKey: 'rb_x', compress: 'gzip' });
   // @ts-expect-error unknown batch option
   new Tracker({ analyticsHost: 'http://x/api', siteId: 1, apiKey: 'rb_x', batch: { size: 5 } });
+  // @ts-expect-error userId is required
+  void tracker.identify();
+  // @ts-expect-error userId is a string
+  void tracker.identify(42);
+  // @ts-expect-error traits are an object, not a list
+  void tracker.identify('u', ['plan']);
+  // @ts-expect-error trait values are JSON values: no functions
+  void tracker.identify('u', { f: () => 1 });
+  // @ts-expect-error trait values are JSON values: no Dates (send date.toISOString())
+  void tracker.identify('u', { signedUpAt: new Date() });
+  // @ts-expect-error anonymousId is a string
+  void tracker.identify('u', {}, { anonymousId: 42 });
+  // @ts-expect-error the payload name is anonymousId (sent as anonymous_id)
+  void tracker.pageview({ anonymous_id: 'anon-1' });
+  // @ts-expect-error unknown identify option
+  void tracker.identify('u', {}, { context: {} });
+  // @ts-expect-error an identify timestamp is a Date, a string or a number
+  void tracker.identify('u', {}, { timestamp: true });
   const p: Payload = {};
   const props: EventProperties = { ok: 'yes' };
   void [p, props];
 }
 
-void [specExamples, lifecycle, wrongUsage];
+void [specExamples, lifecycle, wrongUsage, dropsOfBothKinds, identifyItem];

@@ -2,7 +2,7 @@
 // per-event 503 results, 413 and "too many events", Retry-After pauses, 408, 429.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { Tracker, TrackerError, type DropReason, type TrackerOptions, type WireEvent } from 'rivulet-node';
+import { Tracker, TrackerError, type DropReason, type TrackerOptions, type WireEvent, type WireIdentify } from 'rivulet-node';
 import { API_KEY, acceptAll, reply, startServer, type Handler, type Received, type TestServer } from '../helpers/server.js';
 
 async function withServer(handler: Handler, fn: (s: TestServer) => Promise<void>): Promise<void> {
@@ -14,8 +14,11 @@ async function withServer(handler: Handler, fn: (s: TestServer) => Promise<void>
   }
 }
 
+/** The pathname of a dropped event (identify calls have none). */
+const pathOf = (e: WireEvent | WireIdentify): string | undefined => (e.type === 'identify' ? undefined : e.pathname);
+
 interface Recorder {
-  drops: [WireEvent, DropReason][];
+  drops: [WireEvent | WireIdentify, DropReason][];
   errors: TrackerError[];
 }
 
@@ -72,7 +75,7 @@ describe('503 with per-event results', () => {
         const resent = server.requests[1]!.json.events as WireEvent[];
         const original = server.requests[0]!.json.events as WireEvent[];
         assert.deepEqual(resent, [original[1], original[3], original[5]], 'same events byte for byte (timestamps too)');
-        assert.deepEqual(t.drops.map(([e, r]) => [e.pathname, r]), [['/4', 'invalid']]);
+        assert.deepEqual(t.drops.map(([e, r]) => [pathOf(e), r]), [['/4', 'invalid']]);
         assert.deepEqual(t.stats(), { queued: 0, inFlight: 0, delivered: 5, failed: 1 });
         await t.shutdown();
       },
@@ -88,7 +91,7 @@ describe('503 with per-event results', () => {
         await t.flush();
         assert.equal(server.requests.length, 3, 'first attempt + 2 retries');
         assert.deepEqual(server.requests.map((r) => r.json.events.length), [4, 1, 1]);
-        assert.deepEqual(t.drops.map(([e, r]) => [e.pathname, r]), [['/2', 'failed']]);
+        assert.deepEqual(t.drops.map(([e, r]) => [pathOf(e), r]), [['/2', 'failed']]);
         assert.equal(t.errors.length, 1);
         assert.equal(t.errors[0]!.status, 503);
         assert.deepEqual(t.errors[0]!.eventIds, [t.drops[0]![0].event_id]);

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { Tracker, TrackerError, type DropReason, type TrackerOptions, type WireEvent } from 'rivulet-node';
+import { Tracker, TrackerError, type DropReason, type TrackerOptions, type WireEvent, type WireIdentify } from 'rivulet-node';
 import { API_KEY, acceptAll, captureConsole, reply, sleep, startServer, type Handler, type TestServer } from '../helpers/server.js';
 
 const packageRoot = fileURLToPath(new URL('../../../', import.meta.url));
@@ -25,8 +25,8 @@ const slow =
   (req, res) =>
     void setTimeout(() => accept(req, res, 0), ms);
 
-function recorder(): { drops: [WireEvent, DropReason][]; errors: TrackerError[]; options: Partial<TrackerOptions> } {
-  const drops: [WireEvent, DropReason][] = [];
+function recorder(): { drops: [WireEvent | WireIdentify, DropReason][]; errors: TrackerError[]; options: Partial<TrackerOptions> } {
+  const drops: [WireEvent | WireIdentify, DropReason][] = [];
   const errors: TrackerError[] = [];
   return { drops, errors, options: { onDrop: (e, r) => drops.push([e, r]), onError: (e) => errors.push(e) } };
 }

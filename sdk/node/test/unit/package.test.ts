@@ -30,9 +30,10 @@ describe('npm pack', () => {
       ...['cjs', 'esm'].flatMap((kind) => modules.flatMap((m) => [`dist/${kind}/${m}.d.ts`, `dist/${kind}/${m}.js`])),
     ].sort();
     assert.deepEqual(files, expected);
-    // Today 39 kB packed, 208 kB unpacked: fail on a jump (a stray folder, source maps, a bundle).
-    assert.ok(size < 48_000, `tarball ${size} bytes`);
-    assert.ok(unpackedSize < 250_000, `unpacked ${unpackedSize} bytes`);
+    // Today 48 kB packed, 255 kB unpacked (identify() and its docs added 6 and 36): fail on a
+    // jump (a stray folder, source maps, a bundle), about 20 % above that.
+    assert.ok(size < 58_000, `tarball ${size} bytes`);
+    assert.ok(unpackedSize < 306_000, `unpacked ${unpackedSize} bytes`);
   });
 
   test('every entry point in package.json exists in the tarball', () => {

@@ -5,7 +5,8 @@ import { API_KEY, startServer, type TestServer } from '../helpers/server.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-const fullPayload: Required<Omit<Payload, 'event_id' | 'timestamp'>> = {
+// Every field sent under its own name; anonymousId (sent as anonymous_id) has its own tests.
+const fullPayload: Required<Omit<Payload, 'event_id' | 'timestamp' | 'anonymousId'>> = {
   hostname: 'example.com',
   pathname: '/pricing',
   querystring: '?utm_source=newsletter',
@@ -91,6 +92,26 @@ describe('wire format of single events', () => {
     assert.equal('foo' in body, false);
   });
 
+  test('anonymousId is sent as anonymous_id, on pageviews and custom events, single and batch', async () => {
+    const t = tracker();
+    await t.pageview({ pathname: '/', user_id: 'user-42', anonymousId: 'anon-1' });
+    await t.event('signup', { anonymousId: 'anon-2' }, { plan: 'pro' });
+    const batch = tracker({ batch: true, throwOnError: false });
+    await batch.pageview({ anonymousId: 'anon-3' });
+    await batch.shutdown();
+    const [pageview, event, batched] = server.requests;
+    assert.equal(pageview!.json.anonymous_id, 'anon-1');
+    assert.equal(pageview!.json.user_id, 'user-42');
+    assert.equal(event!.json.anonymous_id, 'anon-2');
+    assert.equal(batched!.json.events[0].anonymous_id, 'anon-3');
+    for (const body of [pageview!.json, event!.json, batched!.json.events[0]]) assert.equal('anonymousId' in body, false, 'only the wire name is sent');
+  });
+
+  test('an empty anonymousId is the same as none: not sent', async () => {
+    await tracker().pageview({ anonymousId: '' });
+    assert.equal('anonymous_id' in server.requests[0]!.json, false);
+  });
+
   test('every call gets a fresh event_id', async () => {
     const t = tracker();
     await t.pageview();
@@ -104,6 +125,7 @@ describe('payload validation (before any request)', () => {
     ['page_title', 512],
     ['referrer', 2048],
     ['user_id', 255],
+    ['anonymousId', 255],
     ['user_agent', 512],
     ['pathname', 2048],
     ['hostname', 253],
@@ -161,6 +183,7 @@ describe('payload validation (before any request)', () => {
   test('payload field types', async () => {
     await invalid(tracker().pageview('/' as never), /payload must be a plain object/);
     await invalid(tracker().pageview({ pathname: 5 } as never), /payload\.pathname must be a string/);
+    await invalid(tracker().pageview({ anonymousId: 42 } as never), /payload\.anonymousId must be a string/);
     await invalid(tracker().pageview({ screenWidth: '1920' } as never), /payload\.screenWidth must be a number from 0 to 65535/);
     await invalid(tracker().pageview({ screenHeight: 70000 }), /payload\.screenHeight must be a number from 0 to 65535/);
     await invalid(tracker().pageview({ screenHeight: Number.NaN }), /screenHeight/);
