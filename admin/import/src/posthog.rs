@@ -432,10 +432,14 @@ fn map_event(r: Raw<'_>, line: u64) -> Result<ImportedEvent, RowError> {
             ev.cls = vital("$web_vitals_CLS_value")?;
             ev.inp = vital("$web_vitals_INP_value")?;
             ev.fcp = vital("$web_vitals_FCP_value")?;
-            if [ev.lcp, ev.cls, ev.inp, ev.fcp].iter().all(Option::is_none) {
+            ev.ttfb = vital("$web_vitals_TTFB_value")?;
+            if [ev.lcp, ev.cls, ev.inp, ev.fcp, ev.ttfb]
+                .iter()
+                .all(Option::is_none)
+            {
                 return Err(err(
                     SkipKind::MissingField,
-                    "a $web_vitals event with none of $web_vitals_LCP_value, _CLS_, _INP_, _FCP_value".into(),
+                    "a $web_vitals event with none of $web_vitals_LCP_value, _CLS_, _INP_, _FCP_, _TTFB_value".into(),
                 ));
             }
         }
