@@ -321,7 +321,10 @@ impl<R: BufRead> Reader<R> {
         let mut input = Input::new(input);
         let mut record = csv::Record::default();
         let parser = match format {
-            Format::Rivulet => Parser::Rivulet,
+            Format::Rivulet => {
+                input.skip_bom()?;
+                Parser::Rivulet
+            }
             Format::Umami => {
                 input.skip_bom()?;
                 let header = read_header(&mut input, &mut record, format)?;

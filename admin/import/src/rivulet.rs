@@ -124,6 +124,90 @@ fn looks_like_visitor_id(s: &str) -> bool {
     s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+const TEXT_FIELDS: &[&str] = &[
+    "event_id",
+    "type",
+    "event_name",
+    "properties",
+    "hostname",
+    "pathname",
+    "querystring",
+    "page_title",
+    "referrer",
+    "user_id",
+    "anonymous_id",
+    "user_agent",
+    "ip",
+    "ip_address",
+    "language",
+    "tag",
+    "app_version",
+    "device_model",
+    "channel",
+    "session_id",
+    "country",
+    "region",
+    "city",
+    "browser",
+    "browser_version",
+    "operating_system",
+    "operating_system_version",
+    "device_type",
+];
+const NUMBER_FIELDS: &[&str] = &[
+    "screenWidth",
+    "screenHeight",
+    "lcp",
+    "cls",
+    "inp",
+    "fcp",
+    "ttfb",
+    "lat",
+    "lon",
+];
+
+/// Which field has a value of the wrong type, said by name (serde's own message names
+/// only the type). Read again as a plain object: only on the error path.
+fn wrong_type(bytes: &[u8]) -> Option<String> {
+    let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(bytes) else {
+        return None;
+    };
+    let shown = |v: &Value| {
+        let mut s = v.to_string();
+        if s.len() > 40 {
+            let mut end = 40;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            s.truncate(end);
+            s.push('…');
+        }
+        s
+    };
+    for (name, value) in &map {
+        let name = name.as_str();
+        let wanted = match value {
+            Value::Null => continue,
+            Value::String(_) if TEXT_FIELDS.contains(&name) => continue,
+            Value::Number(_) if NUMBER_FIELDS.contains(&name) => continue,
+            Value::String(_) | Value::Number(_) if ["timestamp", "received_at"].contains(&name) => {
+                continue
+            }
+            Value::String(_) | Value::Object(_) if name == "feature_flags" => continue,
+            Value::Number(n) if name == "is_bot" && n.as_u64().is_some_and(|v| v <= 1) => continue,
+            _ if TEXT_FIELDS.contains(&name) => "a string",
+            _ if NUMBER_FIELDS.contains(&name) => "a number",
+            _ if ["timestamp", "received_at"].contains(&name) => {
+                "an RFC 3339 string or epoch milliseconds"
+            }
+            _ if name == "is_bot" => "0 or 1",
+            _ => continue,
+        };
+        return Some(format!("{name} is {}, not {wanted}", shown(value)));
+    }
+    None
+}
+
 pub(crate) fn parse(bytes: &[u8], line: u64) -> Result<ImportedEvent, RowError> {
     let err = |kind, message: String| RowError::new(line, kind, message);
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
@@ -133,15 +217,12 @@ pub(crate) fn parse(bytes: &[u8], line: u64) -> Result<ImportedEvent, RowError> 
             "not a JSON object (each line holds one event as {…})".into(),
         ));
     }
-    let l: Line = serde_json::from_slice(bytes).map_err(|e| {
-        err(
-            json_kind(&e),
-            if json_kind(&e) == SkipKind::Malformed {
-                format!("invalid JSON: {}", json_error(&e))
-            } else {
-                json_error(&e)
-            },
-        )
+    let l: Line = serde_json::from_slice(bytes).map_err(|e| match json_kind(&e) {
+        SkipKind::Malformed => err(
+            SkipKind::Malformed,
+            format!("invalid JSON: {}", json_error(&e)),
+        ),
+        kind => err(kind, wrong_type(bytes).unwrap_or_else(|| json_error(&e))),
     })?;
 
     let source_id =
@@ -181,6 +262,12 @@ pub(crate) fn parse(bytes: &[u8], line: u64) -> Result<ImportedEvent, RowError> 
             ))
         }
     };
+    if let Some(bot) = l.is_bot.filter(|b| *b > 1) {
+        return Err(err(
+            SkipKind::InvalidValue,
+            format!("is_bot is {bot}, not 0 or 1"),
+        ));
+    }
     let user_id = opt(l.user_id);
     let visitor_id = user_id.clone().filter(|u| looks_like_visitor_id(u));
     Ok(ImportedEvent {
