@@ -94,7 +94,8 @@ pub(crate) fn parse_jsonl(bytes: &[u8], line: u64) -> Result<ImportedEvent, RowE
             "not a JSON object (each line holds one event as {…})".into(),
         ));
     }
-    let l: JsonLine = serde_json::from_slice(bytes).map_err(|e| {
+    let text = crate::props::utf8(bytes).map_err(|m| err(SkipKind::Malformed, m))?;
+    let l: JsonLine = serde_json::from_str(text).map_err(|e| {
         let kind = json_kind(&e);
         let m = json_error(&e);
         err(

@@ -31,6 +31,12 @@ pub(crate) fn json_kind(e: &serde_json::Error) -> SkipKind {
     }
 }
 
+/// A line as text; the error says where it stops being UTF-8.
+pub(crate) fn utf8(bytes: &[u8]) -> Result<&str, String> {
+    std::str::from_utf8(bytes)
+        .map_err(|e| format!("not valid UTF-8 (byte {} of the line)", e.valid_up_to() + 1))
+}
+
 /// `Some` of a non-empty string.
 pub(crate) fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_owned())

@@ -217,7 +217,10 @@ pub(crate) fn parse(bytes: &[u8], line: u64) -> Result<ImportedEvent, RowError> 
             "not a JSON object (each line holds one event as {…})".into(),
         ));
     }
-    let l: Line = serde_json::from_slice(bytes).map_err(|e| match json_kind(&e) {
+    // One pass over the line checks its UTF-8; parsing from text then skips checking
+    // each string again.
+    let text = crate::props::utf8(bytes).map_err(|m| err(SkipKind::Malformed, m))?;
+    let l: Line = serde_json::from_str(text).map_err(|e| match json_kind(&e) {
         SkipKind::Malformed => err(
             SkipKind::Malformed,
             format!("invalid JSON: {}", json_error(&e)),
@@ -269,7 +272,10 @@ pub(crate) fn parse(bytes: &[u8], line: u64) -> Result<ImportedEvent, RowError> 
         ));
     }
     let user_id = opt(l.user_id);
-    let visitor_id = user_id.clone().filter(|u| looks_like_visitor_id(u));
+    let visitor_id = user_id
+        .as_ref()
+        .filter(|u| looks_like_visitor_id(u))
+        .cloned();
     Ok(ImportedEvent {
         source_id,
         timestamp_ms,

@@ -194,12 +194,28 @@ fn rivulet_errors() {
     let rows: Vec<_> = Reader::new(Format::Rivulet, &b"{\"event_id\":\"\xff\"}\n"[..])
         .unwrap()
         .collect();
-    let e = rows[0].as_ref().unwrap_err();
-    assert_eq!(e.kind, SkipKind::Malformed);
-    assert!(
-        e.message.starts_with("invalid JSON: invalid unicode"),
-        "{e}"
+    assert_eq!(
+        rows[0],
+        Err(RowError {
+            line: 1,
+            kind: SkipKind::Malformed,
+            message: "not valid UTF-8 (byte 14 of the line)".into()
+        })
     );
+    for format in [Format::Rivulet, Format::Posthog] {
+        let rows: Vec<_> = Reader::new(format, &b"{\"uuid\":\"ok\"}\n{\"\xc3(\"}\n"[..])
+            .unwrap()
+            .collect();
+        let e = rows[1].as_ref().unwrap_err();
+        assert_eq!(
+            (e.line, e.kind, e.message.as_str()),
+            (
+                2,
+                SkipKind::Malformed,
+                "not valid UTF-8 (byte 3 of the line)"
+            )
+        );
+    }
     // A byte order mark is taken at the start of the file only.
     let ev = one(Format::Rivulet, &format!("\u{FEFF}{}", rivulet("")));
     assert_eq!(ev.source_id, ID);
