@@ -9,6 +9,7 @@ mod dashboard;
 mod erase;
 mod error;
 mod export;
+mod import;
 mod install;
 mod ops;
 mod output;
@@ -101,6 +102,28 @@ enum Command {
         /// A file to write (default: stdout).
         #[arg(long)]
         output: Option<std::path::PathBuf>,
+    },
+    /// Import a site's past events from Rivulet's export, Umami's or PostHog's (CSV or
+    /// JSONL), through Kafka's historical lane; resumable; prints a summary.
+    Import {
+        #[arg(long = "site")]
+        site_id: u32,
+        /// rivulet (NDJSON of `rivulet-admin export`), umami (CSV of website events) or
+        /// posthog (CSV or JSON lines of events).
+        #[arg(long)]
+        format: rivulet_import::Format,
+        /// The file, or - for stdin.
+        input: String,
+        /// Stop at the first record that cannot be imported (default: report and skip).
+        #[arg(long)]
+        strict: bool,
+        /// Start over, ignoring an earlier, interrupted import of the file.
+        #[arg(long)]
+        restart: bool,
+        /// Where to keep the import's progress (default: FILE.import-state.json; needed
+        /// to resume an import from stdin).
+        #[arg(long)]
+        state: Option<std::path::PathBuf>,
     },
     /// People: a user's profile, aliases and events.
     Users {
@@ -361,6 +384,24 @@ async fn run(command: Command) -> Result<Value, AdminError> {
         Command::Users {
             command: UsersCommand::Show { site_id, user_id },
         } => return people::show(&connect().await?, site_id, &user_id).await,
+        Command::Import {
+            site_id,
+            format,
+            input,
+            strict,
+            restart,
+            state,
+        } => {
+            return import::import(import::Request {
+                site_id,
+                format,
+                input,
+                strict,
+                restart,
+                state,
+            })
+            .await
+        }
         Command::Replay {
             since,
             until,
@@ -394,6 +435,7 @@ async fn run(command: Command) -> Result<Value, AdminError> {
         | Command::Replay { .. }
         | Command::Erase { .. }
         | Command::Export { .. }
+        | Command::Import { .. }
         | Command::Users { .. } => {
             unreachable!("handled above")
         }
