@@ -218,7 +218,8 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
             );
             p.records_done
         }
-        Some(p) => return Err(AdminError::Usage(format!(
+        Some(p) => {
+            return Err(AdminError::Usage(format!(
             "{} belongs to an import of site {} as {}: use --restart, or --state to keep another",
             state
                 .as_deref()
@@ -227,7 +228,8 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
                 .unwrap_or_default(),
             p.site_id,
             p.format
-        ))),
+        )))
+        }
         None => 0,
     };
 

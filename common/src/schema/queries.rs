@@ -142,11 +142,10 @@ pub const MUTATIONS_UNFINISHED: &str = "SELECT count() FROM system.mutations \
      WHERE database = ? AND is_done = 0 AND table IN \
      ('events', 'events_local', 'person_aliases', 'person_traits')";
 
-/// Each month of `events`: the sites with rows in it and its latest event (retention
-/// drops a month whole when every one of its sites' data there has expired).
-pub const EVENTS_MONTHS: &str = "SELECT toUInt32(toYYYYMM(timestamp)) AS month, \
-     groupUniqArray(site_id) AS sites, toUInt32(max(timestamp)) AS latest \
-     FROM events GROUP BY month ORDER BY month";
+/// The months `events` has rows in (retention drops a month whole when it ends before
+/// every site's cutoff).
+pub const EVENTS_MONTHS: &str = "SELECT DISTINCT toUInt32(toYYYYMM(timestamp)) AS month \
+     FROM events ORDER BY month";
 
 /// The latest retention run of every site.
 pub const RETENTION_LAST_RUNS: &str = "SELECT site_id, ran_at, cutoff, rows_removed \
