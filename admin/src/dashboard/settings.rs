@@ -159,7 +159,7 @@ pub async fn api_key(
         @if keys.is_empty() {
             p.muted { "This site has no API keys yet." }
         } @else {
-            table.keys {
+            (layout::scroll(html! { table.keys {
                 thead { tr { th { "Key" } th { "Created" } th { "Last used" } th { "Status" } th {} } }
                 tbody {
                     @for k in &keys {
@@ -192,7 +192,7 @@ pub async fn api_key(
                         }
                     }
                 }
-            }
+            } }))
             p.hint { "Last used: when an ingest last accepted a request with the key, to the minute." }
         }
     };

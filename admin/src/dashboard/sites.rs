@@ -27,7 +27,7 @@ pub async fn list(
         @if sites.is_empty() {
             p.muted { "No sites yet. Add the first one below." }
         } @else {
-            table.sites {
+            (layout::scroll(html! { table.sites {
                 thead { tr { th.num { "Id" } th { "Name" } th { "Domain" } th { "Created" } th {} } }
                 tbody {
                     @for s in &sites {
@@ -40,7 +40,7 @@ pub async fn list(
                         }
                     }
                 }
-            }
+            } }))
         }
         h2 { "Add a site" }
         form.card method="post" action="/sites" {
