@@ -88,7 +88,10 @@ pub struct WriteSink<W>(pub W);
 
 impl<W: Write + Send> Sink for WriteSink<W> {
     async fn write(&mut self, chunk: Vec<u8>) -> Result<(), AdminError> {
-        self.0.write_all(&chunk).and_then(|()| self.0.flush()).map_err(io)
+        self.0
+            .write_all(&chunk)
+            .and_then(|()| self.0.flush())
+            .map_err(io)
     }
 }
 
@@ -361,7 +364,11 @@ const COLUMNS: &str = "event_id, site_id, timestamp, received_at, type, event_na
 
 /// Writes the export to `out`; returns how many events. With `req.progress`, progress
 /// goes to stderr.
-pub async fn export<S: Sink + Send>(db: &Db, req: &Request, out: &mut S) -> Result<u64, AdminError> {
+pub async fn export<S: Sink + Send>(
+    db: &Db,
+    req: &Request,
+    out: &mut S,
+) -> Result<u64, AdminError> {
     let (cond, binds) = filter(req);
     let query = |what: &str, order: &str| {
         let mut q = db

@@ -131,7 +131,12 @@ fn rows_of(site_id: u32, n: u32, hour: u32) -> Vec<EventRow> {
             } else {
                 String::new()
             },
-            channel: if i % 4 == 0 { "Organic Search" } else { "Direct" }.into(),
+            channel: if i % 4 == 0 {
+                "Organic Search"
+            } else {
+                "Direct"
+            }
+            .into(),
             ..EventRow::default()
         })
         .collect()

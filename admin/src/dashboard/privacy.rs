@@ -30,7 +30,10 @@ pub struct RetentionRun {
 }
 
 /// When the site's data was last pruned; `None` if never.
-pub async fn last_retention_run(db: &Db, site_id: u32) -> Result<Option<RetentionRun>, CommonError> {
+pub async fn last_retention_run(
+    db: &Db,
+    site_id: u32,
+) -> Result<Option<RetentionRun>, CommonError> {
     Ok(db
         .client
         .query(queries::RETENTION_LAST_RUN_OF_SITE)
@@ -157,12 +160,7 @@ fn requests(receipts: &[Receipt]) -> Markup {
     }
 }
 
-fn retention(
-    site_id: u32,
-    days: u32,
-    last: Option<&RetentionRun>,
-    session: &SessionCtx,
-) -> Markup {
+fn retention(site_id: u32, days: u32, last: Option<&RetentionRun>, session: &SessionCtx) -> Markup {
     html! {
         section.card #retention {
             h2 { "Retention" }

@@ -33,9 +33,15 @@ pub async fn search(
     let site = st.ops.site(site_id).await?;
     match q.user_id.filter(|u| !u.is_empty()) {
         Some(user_id) => show(&st, &site, &session, &user_id).await,
-        None => Ok(render(&site, &session, "", StatusCode::OK, html! {
-            p.muted { "Enter the user id your site sends (with " code { "identify" } " or an event's " code { "user_id" } ") to see what Rivulet knows of that person." }
-        })),
+        None => Ok(render(
+            &site,
+            &session,
+            "",
+            StatusCode::OK,
+            html! {
+                p.muted { "Enter the user id your site sends (with " code { "identify" } " or an event's " code { "user_id" } ") to see what Rivulet knows of that person." }
+            },
+        )),
     }
 }
 
@@ -57,13 +63,19 @@ async fn show(
 ) -> Result<Response, PageError> {
     match people::profile(&st.db, site.site_id, user_id).await {
         Ok(p) => Ok(render(site, session, user_id, StatusCode::OK, profile(&p))),
-        Err(AdminError::NotFound(_)) => Ok(render(site, session, user_id, StatusCode::NOT_FOUND, html! {
-            section.card #no-such-user {
-                h2 { "No such user" }
-                p { "This site has no user " code { (user_id) } ": no event, identify call or trait names that id." }
-                p.hint { "User ids are matched exactly, capitals included. A visitor who was never identified has no user id: their events are counted under a visitor id." }
-            }
-        })),
+        Err(AdminError::NotFound(_)) => Ok(render(
+            site,
+            session,
+            user_id,
+            StatusCode::NOT_FOUND,
+            html! {
+                section.card #no-such-user {
+                    h2 { "No such user" }
+                    p { "This site has no user " code { (user_id) } ": no event, identify call or trait names that id." }
+                    p.hint { "User ids are matched exactly, capitals included. A visitor who was never identified has no user id: their events are counted under a visitor id." }
+                }
+            },
+        )),
         Err(e) => Err(e.into()),
     }
 }
