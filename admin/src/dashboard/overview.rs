@@ -35,7 +35,7 @@ pub async fn page(
                 thead { tr { th { "Hour (UTC)" } th.num { "Pageviews" } th.num { "Visitors" } } }
                 tbody {
                     @for h in &o.hourly {
-                        tr { td { (layout::datetime(h.hour)) } td.num { (h.pageviews) } td.num { (h.visitors) } }
+                        tr { td.when { (layout::datetime(h.hour)) } td.num { (h.pageviews) } td.num { (h.visitors) } }
                     }
                 }
             } }))
@@ -62,7 +62,7 @@ pub async fn page(
                 tbody {
                     @for e in &o.latest_events {
                         tr {
-                            td { (layout::datetime(e.timestamp)) }
+                            td.when { (layout::datetime(e.timestamp)) }
                             td {
                                 (e.event_type)
                                 @if !e.event_name.is_empty() { ": " (e.event_name) }

@@ -132,7 +132,7 @@ fn requests(receipts: &[Receipt]) -> Markup {
                 tbody {
                     @for r in receipts {
                         tr data-request-id=(r.request_id) {
-                            td { (layout::datetime_ms(r.requested_at_ms)) }
+                            td.when { (layout::datetime_ms(r.requested_at_ms)) }
                             td.text {
                                 span.muted { (r.subject_kind) } " " (r.subject)
                                 @if r.suppress == 1 { " " span.badge title="Their future events are dropped" { "suppressed" } }

@@ -165,7 +165,7 @@ pub async fn api_key(
                     @for k in &keys {
                         tr data-key-id=(k.key_id) {
                             td { code { (k.key_prefix) "…" } br; span.muted.mono { (k.key_id) } }
-                            td { (layout::datetime(k.created_at)) }
+                            td.when { (layout::datetime(k.created_at)) }
                             td {
                                 @match used.as_ref().map(|u| u.get(&k.key_id)) {
                                     Some(Some(at)) => (layout::datetime(*at)),

@@ -35,7 +35,7 @@ pub async fn list(
                             td.num { (s.site_id) }
                             td { a href=(format!("/sites/{}/overview", s.site_id)) { (s.name) } }
                             td.text { (s.domain) }
-                            td { (layout::datetime(s.created_at)) }
+                            td.when { (layout::datetime(s.created_at)) }
                             td { a href=(format!("/sites/{}/settings", s.site_id)) { "Settings" } }
                         }
                     }

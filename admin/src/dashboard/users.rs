@@ -170,7 +170,7 @@ fn profile(p: &Profile) -> Markup {
                     tbody {
                         @for e in &p.recent_events {
                             tr {
-                                td { (layout::datetime(e.timestamp)) }
+                                td.when { (layout::datetime(e.timestamp)) }
                                 td { (e.event_type) @if !e.event_name.is_empty() { ": " (e.event_name) } }
                                 td.text { (e.pathname) }
                                 td.text { span.mono { (e.anonymous_id) } }
