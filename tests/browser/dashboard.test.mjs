@@ -205,6 +205,20 @@ test("dashboard: login, site, Generate API Key, event in the Overview, revoke", 
     assert.deepEqual(unexpectedDialogs, [], "no script from event data ran");
     const overviewShot = path.join(artifacts, "overview.png");
     await page.screenshot({ path: overviewShot, fullPage: true });
+    assert.match(await page.textContent("#sources"), /Direct/);
+    // The other tabs, for the record.
+    const tabShots = [];
+    for (const [name, tabPath] of [
+      ["privacy", "settings/privacy"],
+      ["domains", "settings/domains"],
+      ["tracking", "settings/tracking"],
+      ["people", "users"],
+    ]) {
+      await page.goto(`${admin.url}/sites/${siteId}/${tabPath}`);
+      const file = path.join(artifacts, `${name}-tab.png`);
+      await page.screenshot({ path: file, fullPage: true });
+      tabShots.push(file);
+    }
 
     // Revoke: the next request with the key is rejected at once.
     await page.click("nav.tabs >> text=Settings");
@@ -219,7 +233,7 @@ test("dashboard: login, site, Generate API Key, event in the Overview, revoke", 
     assert.equal(after.status, 401, "a revoked key is rejected at once");
     assert.deepEqual(await after.json(), { success: false, error: "Invalid API key" });
 
-    console.log(`screenshots: ${apiKeyShot} ${overviewShot}`);
+    console.log(`screenshots: ${apiKeyShot} ${overviewShot} ${tabShots.join(" ")}`);
   } finally {
     await browser.close();
     admin.stop();
