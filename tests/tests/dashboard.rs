@@ -448,8 +448,13 @@ async fn insert_events_at(site_id: u32, now: u32, events: &[(&str, &str, &str)])
         .expect("insert");
 }
 
+/// The test whose enricher runs erasures soon after they are asked for (of every site:
+/// `ERASURE_DELAY_MS=1000`) waits for the one that checks its requests are shown pending.
+static ERASURES_RUN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn erasures_are_requested_listed_and_shown_pending_through_the_api_and_the_privacy_tab() {
+    let _turn = ERASURES_RUN.lock().await;
     let token = token();
     let admin = start_admin(&token, &[]).await;
     let d = Dash::log_in(&admin.url, &token).await;
@@ -1000,6 +1005,8 @@ async fn the_export_streams_ndjson_and_csv_in_constant_memory() {
 
 #[tokio::test]
 async fn an_enricher_carries_out_the_erasure_and_retention_set_in_the_privacy_tab() {
+    // Dropped last, once the enricher has stopped.
+    let _turn = ERASURES_RUN.lock().await;
     let token = token();
     let admin = start_admin(&token, &[]).await;
     let d = Dash::log_in(&admin.url, &token).await;
