@@ -226,8 +226,8 @@ pub const OVERVIEW_REFERRERS: &str = breakdown!(
 );
 /// The newest events, bots included; `LIMIT 1 BY event_id` hides unmerged duplicates.
 /// Every column keeps the name of the reader's field (`timestamp`, a DateTime read as
-/// epoch seconds): with row validation, which the client turns on for servers from 22.x,
-/// the rows are matched to the struct by column name.
+/// epoch seconds): with row validation (`clickhouse_versions::row_validation`) the rows
+/// are matched to the struct by column name.
 pub const OVERVIEW_LATEST: &str =
     "SELECT timestamp, type, event_name, hostname, pathname, country, city, \
      browser, operating_system, device_type, is_bot FROM events FINAL \

@@ -12,7 +12,7 @@
 //!
 //!   chdb_compat load URL DATABASE NOW [CLUSTER]
 //!       Through the product's own code paths and client settings for the server at URL
-//!       (row validation on from 22.x, as `CLICKHOUSE_VALIDATION=auto` decides; LZ4 off):
+//!       (row validation as `CLICKHOUSE_VALIDATION=auto` decides; LZ4 off):
 //!       runs the migrations (twice: the second run applies nothing), writes the
 //!       dataset's registry rows with the crate's `insert::<Site>()` /
 //!       `insert::<KeyRecord>()` and its events with the enricher's encoder and insert
@@ -27,6 +27,7 @@
 use bytes::Bytes;
 use clickhouse::Row;
 use rivulet_common::ch::{ChConfig, Db};
+use rivulet_common::clickhouse_versions::{self, ServerVersion};
 use rivulet_common::registry::{KeyRecord, Registry, Site};
 use rivulet_common::schema::events::{self, EventRow};
 use rivulet_common::schema::{migrations, queries, SchemaVariant, Topology};
@@ -140,8 +141,8 @@ fn manifest(now: u32) -> Result<Value, String> {
         },
         // The variant `migrate` picks for each server version the test runs.
         "variant_for": {
-            "18.16.1": format!("{:?}", SchemaVariant::for_server("18.16.1")),
-            "26.9.2.1": format!("{:?}", SchemaVariant::for_server("26.9.2.1")),
+            "18.16.1": format!("{:?}", SchemaVariant::for_server(&ServerVersion::parse("18.16.1"))),
+            "26.9.2.1": format!("{:?}", SchemaVariant::for_server(&ServerVersion::parse("26.9.2.1"))),
         },
         "cluster_name": CLUSTER,
         "now": now,
@@ -305,7 +306,7 @@ async fn load(
         // Rivulet's. The chDB adapter takes any user.
         user: std::env::var("CLICKHOUSE_USER").unwrap_or_else(|_| "default".into()),
         password: std::env::var("CLICKHOUSE_PASSWORD").unwrap_or_default(),
-        // `auto`, as in production: on for servers from 22.x.
+        // `auto`, as in production (`clickhouse_versions::row_validation`).
         validation: None,
         // LZ4 off: the chDB adapter does not speak ClickHouse's compressed HTTP framing.
         lz4: Some(false),
@@ -320,12 +321,7 @@ async fn load(
         nodes: vec![url.into()],
     };
     let db = config.connect().await.map_err(|e| e.to_string())?;
-    let validation = db
-        .server_version
-        .split('.')
-        .next()
-        .and_then(|m| m.parse::<u32>().ok())
-        >= Some(22);
+    let validation = clickhouse_versions::row_validation(&db.server_version);
     let mut c = Checks {
         failures: Vec::new(),
         label: format!(
