@@ -757,49 +757,11 @@ pub fn openapi() -> Response {
 #[cfg(test)]
 mod tests {
     use super::{forwarded_for, origin_host, publish, publish_all, Client};
-    use crate::sink::{Record, Sink, SinkError};
+    use crate::sink::SinkError;
+    use crate::testing::MemorySink;
     use axum::http::{HeaderMap, HeaderValue};
     use rivulet_common::event::{EventType, RawEvent, RAW_EVENT_VERSION};
     use std::borrow::Cow;
-    use std::future::Future;
-    use std::sync::Mutex;
-
-    /// A sink in memory: keeps what it accepts, and refuses the records whose payload
-    /// contains `refuse` (as Kafka would refuse them: with an error, in their place).
-    #[derive(Default)]
-    struct MemorySink {
-        refuse: &'static str,
-        stored: Mutex<Vec<RawEvent>>,
-    }
-
-    impl MemorySink {
-        fn take(&self, r: &Record) -> Result<(), SinkError> {
-            let raw: RawEvent = serde_json::from_slice(r.payload()).expect("a raw event");
-            if !self.refuse.is_empty() && raw.pathname.as_deref() == Some(self.refuse) {
-                return Err(SinkError::Timeout);
-            }
-            self.stored.lock().unwrap().push(raw);
-            Ok(())
-        }
-    }
-
-    impl Sink for MemorySink {
-        fn publish(&self, r: &Record) -> impl Future<Output = Result<(), SinkError>> + Send {
-            std::future::ready(self.take(r))
-        }
-        fn publish_all(
-            &self,
-            records: &[Record],
-        ) -> impl Future<Output = Vec<Result<(), SinkError>>> + Send {
-            std::future::ready(records.iter().map(|r| self.take(r)).collect())
-        }
-        fn is_ready(&self) -> bool {
-            true
-        }
-        fn queue_depth(&self) -> usize {
-            0
-        }
-    }
 
     fn raw(pathname: &'static str, user_id: Option<&'static str>) -> RawEvent<Cow<'static, str>> {
         RawEvent {
@@ -832,7 +794,7 @@ mod tests {
         let sink = MemorySink::default();
         let ev = raw("/a", Some("u1"));
         publish(&sink, &ev).await.unwrap();
-        let stored = sink.stored.lock().unwrap();
+        let stored = sink.events();
         assert_eq!(stored.len(), 1);
         assert_eq!(stored[0].event_id, ev.event_id);
         assert_eq!(stored[0].pathname.as_deref(), Some("/a"));
@@ -841,23 +803,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_batch_gets_one_outcome_per_event_in_order() {
-        let sink = MemorySink {
-            refuse: "/refused",
-            ..MemorySink::default()
-        };
+        let sink = MemorySink::default();
+        sink.refuse("/refused");
         let events = [raw("/a", None), raw("/refused", None), raw("/b", None)];
         let outcomes = publish_all(&sink, &events).await;
         assert!(matches!(
             outcomes.as_slice(),
             [Ok(()), Err(SinkError::Timeout), Ok(())]
         ));
-        let stored: Vec<_> = sink
-            .stored
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|r| r.event_id)
-            .collect();
+        let stored: Vec<_> = sink.events().iter().map(|r| r.event_id).collect();
         assert_eq!(stored, [events[0].event_id, events[2].event_id]);
     }
 
