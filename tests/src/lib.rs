@@ -29,7 +29,7 @@ use std::cell::Cell;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Once;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
@@ -40,21 +40,76 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Loads `.stack/env` into this process's environment, once.
+/// How every test that needs the stack fails without it: at once, in one line.
+pub const STACK_NOT_RUNNING: &str =
+    "the local stack is not running: start it with scripts/stack up (scripts/test does this)";
+
+/// Loads `.stack/env` into this process's environment and checks that the stack's Redis,
+/// ClickHouse and Kafka accept connections, once. Without them every test that needs
+/// them fails at once with [`STACK_NOT_RUNNING`] and what is missing, rather than after
+/// its own waits time out.
 pub fn load_stack_env() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let dir = std::env::var("RIVULET_STACK_DIR").map(PathBuf::from).unwrap_or_else(|_| repo_root().join(".stack"));
-        let path = dir.join("env");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!("cannot read {} ({e}): start the local stack with `scripts/stack up` (scripts/test does this)", path.display())
-        });
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
-            if let Some((k, v)) = line.split_once('=') {
-                std::env::set_var(k.trim(), v.trim());
-            }
+    static STACK: OnceLock<Result<(), String>> = OnceLock::new();
+    if let Err(missing) = STACK.get_or_init(|| read_stack_env().and_then(|()| stack_answers())) {
+        panic!("{STACK_NOT_RUNNING} ({missing})");
+    }
+}
+
+fn read_stack_env() -> Result<(), String> {
+    let dir = std::env::var("RIVULET_STACK_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo_root().join(".stack"));
+    let path = dir.join("env");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    for line in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        if let Some((k, v)) = line.split_once('=') {
+            std::env::set_var(k.trim(), v.trim());
         }
-    });
+    }
+    Ok(())
+}
+
+/// Whether each service of `.stack/env` accepts a TCP connection within a second.
+fn stack_answers() -> Result<(), String> {
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let nodes = match var("CLICKHOUSE_NODES") {
+        n if n.is_empty() => var("CLICKHOUSE_URL"),
+        n => n,
+    };
+    let mut services = vec![("Redis", host_port(&var("REDIS_URL")))];
+    services.extend(nodes.split(',').map(|n| ("ClickHouse", host_port(n))));
+    services.extend(
+        var("KAFKA_BROKERS")
+            .split(',')
+            .map(|b| ("Kafka", b.trim().to_string())),
+    );
+    for (name, addr) in services {
+        let answers = std::net::ToSocketAddrs::to_socket_addrs(addr.as_str())
+            .ok()
+            .and_then(|mut a| a.next())
+            .is_some_and(|a| {
+                std::net::TcpStream::connect_timeout(&a, Duration::from_secs(1)).is_ok()
+            });
+        if !answers {
+            return Err(format!("{name} at {addr:?} does not answer"));
+        }
+    }
+    Ok(())
+}
+
+/// `host:port` of a URL (`redis://:secret@127.0.0.1:16379/` → `127.0.0.1:16379`).
+fn host_port(url: &str) -> String {
+    let rest = url.trim().split_once("://").map_or(url.trim(), |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or_default();
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, hp)| hp)
+        .to_string()
 }
 
 pub fn env(name: &str) -> String {
@@ -72,7 +127,7 @@ pub async fn db() -> Db {
         .unwrap()
         .connect()
         .await
-        .expect("ClickHouse is not reachable: run scripts/stack up");
+        .unwrap_or_else(|e| panic!("{STACK_NOT_RUNNING} (ClickHouse: {e})"));
     MIGRATED
         .get_or_init(|| async {
             rivulet_common::schema::migrations::migrate(&db)
@@ -432,4 +487,19 @@ pub async fn start_admin(token: &str, extra: &[(&str, &str)]) -> Service {
     let svc = spawn_service("rivulet-admin", &["serve"], "ADMIN_ADDR", &defaults, extra);
     wait_ready(&svc.url, Duration::from_secs(30)).await;
     svc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_port;
+
+    #[test]
+    fn host_and_port_of_the_stacks_urls() {
+        assert_eq!(
+            host_port("redis://:0123abcd@127.0.0.1:16379/"),
+            "127.0.0.1:16379"
+        );
+        assert_eq!(host_port("http://127.0.0.1:18123"), "127.0.0.1:18123");
+        assert_eq!(host_port(" http://127.0.0.1:17121/ "), "127.0.0.1:17121");
+    }
 }
