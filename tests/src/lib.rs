@@ -10,7 +10,6 @@
 
 pub mod attack;
 pub mod client;
-pub mod compat;
 pub mod data;
 pub mod kafka;
 pub mod openapi;
