@@ -9,6 +9,7 @@ mod dashboard;
 mod erase;
 mod error;
 mod export;
+mod import;
 mod install;
 mod ops;
 mod output;
@@ -101,6 +102,28 @@ enum Command {
         /// A file to write (default: stdout).
         #[arg(long)]
         output: Option<std::path::PathBuf>,
+    },
+    /// Import a site's past events from Rivulet's export, Umami's or PostHog's (CSV or
+    /// JSONL), through Kafka's historical lane; resumable; prints a summary.
+    Import {
+        #[arg(long = "site")]
+        site_id: u32,
+        /// rivulet (NDJSON of `rivulet-admin export`), umami (CSV of website events) or
+        /// posthog (CSV or JSON lines of events).
+        #[arg(long)]
+        format: rivulet_import::Format,
+        /// The file, or - for stdin.
+        input: String,
+        /// Stop at the first record that cannot be imported (default: report and skip).
+        #[arg(long)]
+        strict: bool,
+        /// Start over, ignoring an earlier, interrupted import of the file.
+        #[arg(long)]
+        restart: bool,
+        /// Where to keep the import's progress (default: FILE.import-state.json; needed
+        /// to resume an import from stdin).
+        #[arg(long)]
+        state: Option<std::path::PathBuf>,
     },
     /// People: a user's profile, aliases and events.
     Users {
@@ -331,18 +354,14 @@ async fn run(command: Command) -> Result<Value, AdminError> {
             format,
             output,
         } => {
-            let now_ms =
-                (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
-            let secs = |t: Option<String>| -> Result<Option<u32>, AdminError> {
-                t.map(|t| replay::parse_time(&t, now_ms).map(|ms| (ms / 1000) as u32))
-                    .transpose()
-            };
+            let secs = |t: Option<String>| t.as_deref().map(export::parse_bound).transpose();
             let req = export::Request {
                 site_id,
                 user_id,
                 from: secs(from)?,
                 to: secs(to)?,
                 format,
+                progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             };
             let db = connect().await?;
             let n = match &output {
@@ -350,9 +369,11 @@ async fn run(command: Command) -> Result<Value, AdminError> {
                     let file = std::fs::File::create(path).map_err(|e| {
                         AdminError::Usage(format!("cannot create {}: {e}", path.display()))
                     })?;
-                    export::export(&db, &req, file).await?
+                    export::export(&db, &req, &mut export::WriteSink(file)).await?
                 }
-                None => export::export(&db, &req, std::io::stdout().lock()).await?,
+                None => {
+                    export::export(&db, &req, &mut export::WriteSink(std::io::stdout())).await?
+                }
             };
             // The rows are the output: the summary goes to stderr.
             eprintln!("{n} events exported");
@@ -361,6 +382,24 @@ async fn run(command: Command) -> Result<Value, AdminError> {
         Command::Users {
             command: UsersCommand::Show { site_id, user_id },
         } => return people::show(&connect().await?, site_id, &user_id).await,
+        Command::Import {
+            site_id,
+            format,
+            input,
+            strict,
+            restart,
+            state,
+        } => {
+            return import::import(import::Request {
+                site_id,
+                format,
+                input,
+                strict,
+                restart,
+                state,
+            })
+            .await
+        }
         Command::Replay {
             since,
             until,
@@ -394,6 +433,7 @@ async fn run(command: Command) -> Result<Value, AdminError> {
         | Command::Replay { .. }
         | Command::Erase { .. }
         | Command::Export { .. }
+        | Command::Import { .. }
         | Command::Users { .. } => {
             unreachable!("handled above")
         }

@@ -6,6 +6,7 @@ use rdkafka::ClientConfig;
 
 pub const DEFAULT_TOPIC_RAW: &str = "events.raw";
 pub const DEFAULT_TOPIC_DLQ: &str = "events.dlq";
+pub const DEFAULT_TOPIC_IMPORT: &str = "events.import";
 
 pub fn brokers() -> String {
     config::string("KAFKA_BROKERS", "127.0.0.1:19092")
@@ -13,6 +14,12 @@ pub fn brokers() -> String {
 
 pub fn topic_raw() -> String {
     config::string("KAFKA_TOPIC_RAW", DEFAULT_TOPIC_RAW)
+}
+
+/// `KAFKA_TOPIC_IMPORT`, default `events.import`: the historical lane, where
+/// `rivulet-admin import` publishes and the enrichers' import lane reads.
+pub fn topic_import() -> String {
+    config::string("KAFKA_TOPIC_IMPORT", DEFAULT_TOPIC_IMPORT)
 }
 
 pub fn topic_dlq() -> String {

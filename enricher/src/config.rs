@@ -47,6 +47,11 @@ pub struct EnricherConfig {
     pub ledger_max_age: Duration,
     /// `CLICKHOUSE_*`: where rows go.
     pub clickhouse: ChConfig,
+    /// `ENRICHER_IMPORT_LANE`, default true: also read `KAFKA_TOPIC_IMPORT` (the
+    /// historical lane of `rivulet-admin import`), in group `<KAFKA_GROUP_ID>-import`,
+    /// on a thread of its own.
+    pub import_lane: bool,
+    pub import_topic: String,
     /// `LIFECYCLE_RUNNER`, `ERASURE_*`, `RETENTION_CHECK_SECS`: erasures and retention.
     pub lifecycle: crate::lifecycle::LifecycleConfig,
 }
@@ -54,6 +59,15 @@ pub struct EnricherConfig {
 pub const DEFAULT_VISITOR_SECRET: &str = "rivulet-dev-secret-change-me";
 
 impl EnricherConfig {
+    /// The import lane's settings: the historical topic, a group of its own.
+    pub fn import_lane(&self) -> EnricherConfig {
+        EnricherConfig {
+            topic: self.import_topic.clone(),
+            group_id: format!("{}-import", self.group_id),
+            ..self.clone()
+        }
+    }
+
     /// What [`crate::data::EnrichmentData`] loads, and the settings of the enrichment steps.
     pub fn data(&self) -> crate::data::DataConfig {
         crate::data::DataConfig {
@@ -98,6 +112,8 @@ impl EnricherConfig {
             ledger_max_age: config::millis("LEDGER_MAX_AGE_MS", 5000)?,
             insert_retry_max: config::millis("INSERT_RETRY_MAX_MS", 5000)?,
             clickhouse: ChConfig::from_env()?,
+            import_lane: config::flag("ENRICHER_IMPORT_LANE", true)?,
+            import_topic: kafka::topic_import(),
             lifecycle: crate::lifecycle::LifecycleConfig {
                 enabled: config::flag("LIFECYCLE_RUNNER", true)?,
                 erasure_check: config::millis("ERASURE_CHECK_MS", 2000)?,

@@ -1,6 +1,8 @@
 //! Enrichment: the step that turns a raw event into an `events` row. An imported event
-//! may bring values its source already knew (`RawEvent::preset`): each is used as is,
-//! and whatever it lacks is derived as for a live event.
+//! may bring values its source already knew (`RawEvent::preset`). Geo and device are
+//! derived as for a live event whenever the event has what they come from (an IP, a user
+//! agent); the preset's values fill in only where it has not (an export without IPs).
+//! The identity of the source (visitor, session, channel) is kept as it was.
 
 use crate::channel;
 use crate::device::DeviceParser;
@@ -71,6 +73,14 @@ impl Enrichers {
             is_bot,
             ..
         } = preset;
+        // The source's geo only when the event has no IP that locates it; its device only
+        // when it has no user agent.
+        let geo_known = !geo.country.is_empty();
+        let ua_known = !raw.user_agent.is_empty();
+        let pick = |derived: String, preset: Option<String>, known: bool| match preset {
+            Some(p) if !known => p,
+            _ => derived,
+        };
         EventRow {
             event_id: raw.event_id,
             site_id: raw.site_id,
@@ -90,18 +100,32 @@ impl Enrichers {
             language: raw.language.unwrap_or_default(),
             screen_width: raw.screen_width.unwrap_or(0),
             screen_height: raw.screen_height.unwrap_or(0),
-            country: country.unwrap_or(geo.country),
-            region: region.unwrap_or(geo.region),
-            city: city.unwrap_or(geo.city),
-            lat: lat.unwrap_or(geo.lat),
-            lon: lon.unwrap_or(geo.lon),
-            browser: browser.unwrap_or(device.browser),
-            browser_version: browser_version.unwrap_or(device.browser_version),
-            operating_system: operating_system.unwrap_or(device.operating_system),
-            operating_system_version: operating_system_version
-                .unwrap_or(device.operating_system_version),
-            device_type: device_type.unwrap_or(device.device_type),
-            is_bot: is_bot.unwrap_or(u8::from(device.is_bot)),
+            lat: if geo_known {
+                geo.lat
+            } else {
+                lat.unwrap_or(geo.lat)
+            },
+            lon: if geo_known {
+                geo.lon
+            } else {
+                lon.unwrap_or(geo.lon)
+            },
+            country: pick(geo.country, country, geo_known),
+            region: pick(geo.region, region, geo_known),
+            city: pick(geo.city, city, geo_known),
+            browser: pick(device.browser, browser, ua_known),
+            browser_version: pick(device.browser_version, browser_version, ua_known),
+            operating_system: pick(device.operating_system, operating_system, ua_known),
+            operating_system_version: pick(
+                device.operating_system_version,
+                operating_system_version,
+                ua_known,
+            ),
+            device_type: pick(device.device_type, device_type, ua_known),
+            is_bot: match is_bot {
+                Some(b) if !ua_known => b,
+                _ => u8::from(device.is_bot),
+            },
             ip: if self.store_ip { raw.ip } else { String::new() },
             anonymous_id: raw.anonymous_id.unwrap_or_default(),
             tag: raw.tag.unwrap_or_default(),

@@ -13,8 +13,9 @@
 //! mutations again. Only then are the receipts `done`, with each one's count.
 //!
 //! **Retention.** Every `RETENTION_CHECK_SECS`, the sites with `retention_days` lose what
-//! is older than their cutoff (the start of the UTC day `retention_days` ago): whole months
-//! are dropped when every site with rows in them has expired them, the rest goes in one
+//! is older than their cutoff (the start of the UTC day `retention_days` ago): when every
+//! site has a retention, the months that end before the earliest cutoff are dropped
+//! whole (`DROP PARTITION`, no rewrite), and the rest goes in one
 //! `ALTER … DELETE` for all sites; people's aliases and traits older than the cutoff too.
 //! Each site's run is recorded in `retention_runs`.
 
@@ -22,7 +23,7 @@ use crate::pipeline::Health;
 use clickhouse::Row;
 use rivulet_common::ch::{ChConfig, Db};
 use rivulet_common::privacy::{self, IdKind, Receipt, State};
-use rivulet_common::registry::Registry;
+use rivulet_common::registry::{Registry, Site};
 use rivulet_common::schema::queries;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -313,11 +314,9 @@ impl Lifecycle {
     /// Removes what each site with a retention has kept longer.
     async fn apply_retention(&self) -> Result<(), clickhouse::error::Error> {
         let registry = Registry::new(self.db.clone());
-        let sites: BTreeMap<u32, u32> = registry
-            .list_sites()
-            .await
-            .map_err(ch_error)?
-            .into_iter()
+        let all_sites = registry.list_sites().await.map_err(ch_error)?;
+        let sites: BTreeMap<u32, u32> = all_sites
+            .iter()
             .filter(|s| s.retention_days > 0)
             .map(|s| (s.site_id, s.retention_days))
             .collect();
@@ -350,7 +349,7 @@ impl Lifecycle {
         };
         let removed: HashMap<u32, u64> = expired.iter().map(|e| (e.site_id, e.n)).collect();
         if !expired.is_empty() {
-            let dropped = self.drop_expired_months(&cutoffs).await?;
+            let dropped = self.drop_expired_months(&all_sites, &cutoffs).await?;
             // What the dropped months did not take.
             let mut q = self
                 .db
@@ -411,44 +410,72 @@ impl Lifecycle {
         Ok(())
     }
 
-    /// Drops the months of `events` whose every site has expired all of its rows there.
+    /// Drops the months of `events` that end before every site's cutoff, when every
+    /// site has a retention. A month is judged by the registry, not by the rows in it:
+    /// an import or a late event may bring a site's rows into an old month at any
+    /// moment, and only a month every site has expired loses nothing it should keep.
     async fn drop_expired_months(
         &self,
+        sites: &[Site],
         cutoffs: &BTreeMap<u32, u64>,
     ) -> Result<usize, clickhouse::error::Error> {
-        #[derive(Row, Deserialize)]
-        struct Month {
-            month: u32,
-            sites: Vec<u32>,
-            latest: u32,
-        }
-        let months: Vec<Month> = self
+        let Some(limit) = droppable_before(sites, cutoffs) else {
+            return Ok(0);
+        };
+        let months: Vec<u32> = self
             .db
             .client
             .query(queries::EVENTS_MONTHS)
             .fetch_all()
             .await?;
         let mut dropped = 0;
-        for m in months {
-            let expired = m
-                .sites
-                .iter()
-                .all(|s| cutoffs.get(s).is_some_and(|c| u64::from(m.latest) < *c));
-            if expired {
-                let sql = self.complete(
-                    &format!(
-                        "ALTER TABLE {{db}}.{{table}}{{on_cluster}} DROP PARTITION {}",
-                        m.month
-                    ),
-                    self.local_events(),
-                );
-                self.db.root.query(&sql).execute().await?;
-                metrics::counter!("enricher_retention_partitions_dropped_total").increment(1);
-                dropped += 1;
-            }
+        for month in months.into_iter().filter(|m| month_end(*m) <= limit) {
+            let sql = self.complete(
+                &format!("ALTER TABLE {{db}}.{{table}}{{on_cluster}} DROP PARTITION {month}"),
+                self.local_events(),
+            );
+            self.db.root.query(&sql).execute().await?;
+            metrics::counter!("enricher_retention_partitions_dropped_total").increment(1);
+            dropped += 1;
         }
         Ok(dropped)
     }
+}
+
+/// The time before which whole months may be dropped: the earliest cutoff, when every
+/// site has a retention (a site that keeps everything keeps every month).
+fn droppable_before(sites: &[Site], cutoffs: &BTreeMap<u32, u64>) -> Option<u64> {
+    if sites.is_empty() || sites.iter().any(|s| s.retention_days == 0) {
+        return None;
+    }
+    sites
+        .iter()
+        .map(|s| cutoffs.get(&s.site_id).copied())
+        .collect::<Option<Vec<u64>>>()?
+        .into_iter()
+        .min()
+}
+
+/// The start (UTC, seconds) of the month after `yyyymm`, as `toYYYYMM` numbers months.
+fn month_end(yyyymm: u32) -> u64 {
+    let (year, month) = (yyyymm / 100, yyyymm % 100);
+    let (year, month) = if month >= 12 {
+        (year + 1, 1)
+    } else {
+        (year, month + 1)
+    };
+    days_from_civil(i64::from(year), i64::from(month), 1).max(0) as u64 * 86_400
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 /// `(site_id = ? AND <rule>) OR …` for every site, and its binds (the rule's one bind is
@@ -502,5 +529,37 @@ mod tests {
             "(site_id = ? AND set_at_ms < ?) OR (site_id = ? AND set_at_ms < ?)"
         );
         assert_eq!(b, [1, 100_000, 7, 700_000]);
+    }
+
+    fn site(site_id: u32, retention_days: u32) -> Site {
+        Site {
+            site_id,
+            domain: format!("s{site_id}.example"),
+            name: String::new(),
+            created_at: 0,
+            deleted: 0,
+            version: 1,
+            domain_list: Vec::new(),
+            allow_subdomains: 0,
+            retention_days,
+        }
+    }
+
+    #[test]
+    fn months_are_dropped_only_when_every_site_has_expired_them() {
+        let cutoffs = BTreeMap::from([(1, 5_000_000), (2, 9_000_000)]);
+        let both = [site(1, 30), site(2, 10)];
+        assert_eq!(droppable_before(&both, &cutoffs), Some(5_000_000));
+        // A site that keeps everything keeps every month, even one it has no rows in.
+        let with_keeper = [site(1, 30), site(2, 10), site(3, 0)];
+        assert_eq!(droppable_before(&with_keeper, &cutoffs), None);
+        assert_eq!(droppable_before(&[], &cutoffs), None);
+    }
+
+    #[test]
+    fn a_month_ends_where_the_next_one_starts() {
+        assert_eq!(month_end(197001), 31 * 86_400);
+        assert_eq!(month_end(202402), 1_709_251_200); // 2024-03-01
+        assert_eq!(month_end(202612), 1_798_761_600); // 2027-01-01
     }
 }

@@ -58,13 +58,17 @@ pub struct Health {
 pub struct RebalanceContext {
     revoked: Mutex<Vec<i32>>,
     health: Arc<Health>,
+    /// The live lane's consumer: holding partition 0 makes this enricher the one that
+    /// runs erasures and retention.
+    leads_lifecycle: bool,
 }
 
 impl RebalanceContext {
-    pub fn new(health: Arc<Health>) -> Self {
+    pub fn new(health: Arc<Health>, leads_lifecycle: bool) -> Self {
         RebalanceContext {
             revoked: Mutex::new(Vec::new()),
             health,
+            leads_lifecycle,
         }
     }
 }
@@ -86,7 +90,8 @@ impl ConsumerContext for RebalanceContext {
         }
         let assignment = consumer.assignment().ok();
         let n = assignment.as_ref().map_or(0, |a| a.count());
-        let leader = assignment.is_some_and(|a| a.elements().iter().any(|e| e.partition() == 0));
+        let leader = self.leads_lifecycle
+            && assignment.is_some_and(|a| a.elements().iter().any(|e| e.partition() == 0));
         if self.health.lifecycle_leader.swap(leader, Ordering::Relaxed) != leader {
             tracing::info!(leader, "erasures and retention are run here: {leader}");
         }
@@ -97,9 +102,12 @@ impl ConsumerContext for RebalanceContext {
 
 pub type RawConsumer = StreamConsumer<RebalanceContext>;
 
+/// The consumer of a lane: `cfg.topic` in group `cfg.group_id`; only the live lane's
+/// leads the lifecycle.
 pub fn consumer(
     cfg: &EnricherConfig,
     health: Arc<Health>,
+    leads_lifecycle: bool,
 ) -> Result<RawConsumer, rdkafka::error::KafkaError> {
     let mut c = rivulet_common::kafka::base_config();
     c.set("bootstrap.servers", &cfg.brokers)
@@ -120,7 +128,7 @@ pub fn consumer(
     for (key, value) in FETCH_SETTINGS {
         c.set(key, value);
     }
-    c.create_with_context(RebalanceContext::new(health))
+    c.create_with_context(RebalanceContext::new(health, leads_lifecycle))
 }
 
 /// How the consumer fetches; the enricher benchmark's baseline consumer reads with the

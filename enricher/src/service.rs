@@ -10,6 +10,22 @@ use crate::server;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Runs a lane's pipeline on a thread of its own, with a runtime of its own.
+fn lane_thread(
+    name: &str,
+    pipeline: Pipeline,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<std::thread::JoinHandle<()>, EnricherError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| EnricherError::Thread(format!("cannot start its runtime: {e}")))?;
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || runtime.block_on(pipeline.run(shutdown)))
+        .map_err(|e| EnricherError::Thread(format!("cannot start it: {e}")))
+}
+
 /// Loads the enrichment data, serves health and metrics, connects to ClickHouse (waiting
 /// for it) and Kafka, and runs the pipeline until SIGTERM or Ctrl-C.
 pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
@@ -68,7 +84,7 @@ pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
         }
     };
     tracing::info!(version = %db.server_version, "connected to ClickHouse");
-    let consumer = Arc::new(pipeline::consumer(&cfg, health.clone())?);
+    let consumer = Arc::new(pipeline::consumer(&cfg, health.clone(), true)?);
     let dlq = pipeline::dlq_producer(&cfg)?;
     tokio::spawn(server::probe(
         db.clone(),
@@ -96,6 +112,28 @@ pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
     );
     let ledger = Arc::new(Ledger::new());
     tokio::spawn(ledger.clone().keep_fresh(db.clone(), cfg.ledger_refresh));
+    // The historical lane (`rivulet-admin import`): the same pipeline on its own topic,
+    // group and thread, so that an import and live events never wait for each other.
+    let import = if cfg.import_lane {
+        let import_cfg = cfg.import_lane();
+        let import_health = Arc::new(Health::default());
+        Some(Pipeline {
+            io: tokio::runtime::Handle::current(),
+            consumer: Arc::new(pipeline::consumer(
+                &import_cfg,
+                import_health.clone(),
+                false,
+            )?),
+            dlq: pipeline::dlq_producer(&import_cfg)?,
+            cfg: import_cfg,
+            data: data.clone(),
+            db: db.clone(),
+            health: import_health,
+            ledger: ledger.clone(),
+        })
+    } else {
+        None
+    };
     let pipeline = Pipeline {
         io: tokio::runtime::Handle::current(),
         cfg,
@@ -106,22 +144,20 @@ pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
         health,
         ledger,
     };
-    // Enrichment runs on one thread of its own; inserts, metrics and probes stay on this
-    // runtime. The UA parser's regexes keep a cache per thread that runs them (measured:
-    // ~40 MB per thread with uap-core's rules), so a loop that moved between worker
-    // threads paid for them twice.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| EnricherError::Thread(format!("cannot start its runtime: {e}")))?;
-    let enrich = std::thread::Builder::new()
-        .name("enrich".into())
-        .spawn(move || runtime.block_on(pipeline.run(rx)))
-        .map_err(|e| EnricherError::Thread(format!("cannot start it: {e}")))?;
-    tokio::task::spawn_blocking(move || enrich.join())
-        .await
-        .map_err(|e| EnricherError::Thread(e.to_string()))?
-        .map_err(|_| EnricherError::Thread("it panicked".into()))?;
+    // Enrichment runs on one thread of its own per lane; inserts, metrics and probes stay
+    // on this runtime. The UA parser's regexes keep a cache per thread that runs them
+    // (measured: ~40 MB per thread with uap-core's rules), so a loop that moved between
+    // worker threads paid for them twice.
+    let mut threads = vec![lane_thread("enrich", pipeline, rx.clone())?];
+    if let Some(import) = import {
+        threads.push(lane_thread("enrich-import", import, rx)?);
+    }
+    for thread in threads {
+        tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .map_err(|e| EnricherError::Thread(e.to_string()))?
+            .map_err(|_| EnricherError::Thread("it panicked".into()))?;
+    }
     tracing::info!("shutdown complete");
     Ok(())
 }

@@ -142,15 +142,18 @@ pub const MUTATIONS_UNFINISHED: &str = "SELECT count() FROM system.mutations \
      WHERE database = ? AND is_done = 0 AND table IN \
      ('events', 'events_local', 'person_aliases', 'person_traits')";
 
-/// Each month of `events`: the sites with rows in it and its latest event (retention
-/// drops a month whole when every one of its sites' data there has expired).
-pub const EVENTS_MONTHS: &str = "SELECT toUInt32(toYYYYMM(timestamp)) AS month, \
-     groupUniqArray(site_id) AS sites, toUInt32(max(timestamp)) AS latest \
-     FROM events GROUP BY month ORDER BY month";
+/// The months `events` has rows in (retention drops a month whole when it ends before
+/// every site's cutoff).
+pub const EVENTS_MONTHS: &str = "SELECT DISTINCT toUInt32(toYYYYMM(timestamp)) AS month \
+     FROM events ORDER BY month";
 
 /// The latest retention run of every site.
 pub const RETENTION_LAST_RUNS: &str = "SELECT site_id, ran_at, cutoff, rows_removed \
      FROM retention_runs FINAL ORDER BY site_id";
+/// The latest retention run of one site (the dashboard's Privacy tab); no row when its
+/// data was never pruned.
+pub const RETENTION_LAST_RUN_OF_SITE: &str = "SELECT ran_at, cutoff, rows_removed \
+     FROM retention_runs FINAL WHERE site_id = ? ORDER BY ran_at DESC LIMIT 1";
 
 /// `rivulet-admin replay`: the stored rows (as `FINAL` shows them) of one site in a time
 /// range, to compare with what re-enrichment makes of them. Columns in `EventRow`'s order.
@@ -210,6 +213,17 @@ pub const OVERVIEW_BROWSERS: &str = breakdown!("browser", "", "visitors");
 pub const OVERVIEW_DEVICES: &str = breakdown!("device_type", "", "visitors");
 pub const OVERVIEW_CUSTOM_EVENTS: &str =
     breakdown!("event_name", " AND type = 'custom_event'", "events");
+/// Events by type (pageview, custom_event, performance, outbound, error, …): whatever occurs.
+pub const OVERVIEW_EVENT_TYPES: &str = breakdown!("type", "", "events");
+/// Where visitors came from, as the enricher classified it (Direct, Organic Search, …).
+pub const OVERVIEW_CHANNELS: &str = breakdown!("channel", "", "visitors");
+/// The sites that sent visitors, by host (`www.` left out, so a site counts once); the
+/// site's own pages (channel Internal) and events without a referrer are left out.
+pub const OVERVIEW_REFERRERS: &str = breakdown!(
+    "domainWithoutWWW(referrer)",
+    " AND referrer != '' AND channel != 'Internal'",
+    "visitors"
+);
 /// The newest events, bots included; `LIMIT 1 BY event_id` hides unmerged duplicates.
 /// Every column keeps the name of the reader's field (`timestamp`, a DateTime read as
 /// epoch seconds): with row validation, which the client turns on for servers from 22.x,
@@ -280,6 +294,7 @@ pub const ALL: &[Statement] = &[
     st("mutations_unfinished", MUTATIONS_UNFINISHED),
     st("events_months", EVENTS_MONTHS),
     st("retention_last_runs", RETENTION_LAST_RUNS),
+    st("retention_last_run_of_site", RETENTION_LAST_RUN_OF_SITE),
     st("secret_value", SECRET_VALUE),
     st("overview_totals", OVERVIEW_TOTALS),
     st("overview_hourly", OVERVIEW_HOURLY),
@@ -288,6 +303,9 @@ pub const ALL: &[Statement] = &[
     st("overview_browsers", OVERVIEW_BROWSERS),
     st("overview_devices", OVERVIEW_DEVICES),
     st("overview_custom_events", OVERVIEW_CUSTOM_EVENTS),
+    st("overview_event_types", OVERVIEW_EVENT_TYPES),
+    st("overview_channels", OVERVIEW_CHANNELS),
+    st("overview_referrers", OVERVIEW_REFERRERS),
     st("overview_latest", OVERVIEW_LATEST),
     st("replay_stored_rows", REPLAY_STORED_ROWS),
 ];

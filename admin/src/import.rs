@@ -1,0 +1,488 @@
+//! `rivulet-admin import --site N --format rivulet|umami|posthog FILE|-`: a site's past
+//! events, from Rivulet's own export, Umami's or PostHog's (docs/import.md), into
+//! Rivulet through the historical lane.
+//!
+//! - Each record is read by `rivulet-import` and becomes the raw event ingest would have
+//!   published, with its own time (any age: the import does not go through ingest's
+//!   window), its source's enrichment as a preset, and an event id derived from the
+//!   source's id (UUIDv5), so that importing a file twice stores each event once.
+//! - Events go to their own topic, `KAFKA_TOPIC_IMPORT` (`events.import`), which the
+//!   enrichers read with a consumer group and a thread of their own: an import never
+//!   queues behind live events, nor live events behind an import. The same enrichment
+//!   as live events (geo from an IP, device from a user agent, when the source has them).
+//! - A record that cannot be imported is reported with its line and skipped (`--strict`
+//!   stops there); people erased before their events are not imported (the erasure
+//!   ledger).
+//! - Resumable: after each second of acknowledged events, how many records are done is
+//!   written to a state file (`FILE.import-state.json`, or `--state`); run the same
+//!   command again and it goes on from there (`--restart` starts over). Events that
+//!   were sent twice collapse on their id.
+
+use crate::error::AdminError;
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rivulet_common::event::{EventType, Preset, RawEvent, Vitals, RAW_EVENT_VERSION};
+use rivulet_enricher::ledger::{EventIds, Ledger};
+use rivulet_import::{Format, ImportedEvent, Reader, RowError, SkipKind};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{BufRead, IsTerminal};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub struct Request {
+    pub site_id: u32,
+    pub format: Format,
+    /// A file, or `-` for stdin.
+    pub input: String,
+    pub strict: bool,
+    pub restart: bool,
+    pub state: Option<PathBuf>,
+}
+
+/// The namespace of the event ids an import derives (UUIDv5 of format and source id).
+const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6f1c_1b3e_9d2a_4c5e_8b7f_2a3d_4e5f_6a7b);
+
+/// Records sent and not yet acknowledged, at most: the producer's queue holds them.
+const IN_FLIGHT: usize = 50_000;
+/// The most malformed records printed one by one; the rest are counted.
+const PRINT_AT_MOST: u64 = 100;
+
+/// What the state file holds: which import, and how far it is.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Progress {
+    site_id: u32,
+    format: String,
+    /// Records (events and skipped ones) read and, for events, acknowledged by Kafka.
+    records_done: u64,
+}
+
+#[derive(Default)]
+struct Tally {
+    read: u64,
+    imported: u64,
+    skipped: BTreeMap<&'static str, u64>,
+    erased: u64,
+    first_ms: Option<i64>,
+    last_ms: Option<i64>,
+}
+
+fn kafka(e: rdkafka::error::KafkaError) -> AdminError {
+    AdminError::Unavailable(format!("Kafka ({e})"))
+}
+
+/// The id of an imported event: its own (the rivulet format), or derived from its
+/// source's id.
+fn event_id(format: Format, ev: &ImportedEvent) -> uuid::Uuid {
+    ev.event_id.unwrap_or_else(|| {
+        uuid::Uuid::new_v5(
+            &NAMESPACE,
+            format!("{}:{}", format.as_str(), ev.source_id).as_bytes(),
+        )
+    })
+}
+
+/// The raw event an imported one becomes. `received_at` is the source's when it has one
+/// (Rivulet's export), else now.
+pub fn raw_event(site_id: u32, format: Format, ev: ImportedEvent, now_ms: i64) -> RawEvent {
+    let id = event_id(format, &ev);
+    let p = ev.preset;
+    let preset = Preset {
+        visitor_id: p.visitor_id,
+        session_id: p.session_id,
+        channel: p.channel,
+        country: p.country,
+        region: p.region,
+        city: p.city,
+        lat: p.lat,
+        lon: p.lon,
+        browser: p.browser,
+        browser_version: p.browser_version,
+        operating_system: p.operating_system,
+        operating_system_version: p.operating_system_version,
+        device_type: p.device_type,
+        is_bot: p.is_bot,
+    };
+    RawEvent {
+        v: RAW_EVENT_VERSION,
+        event_id: id,
+        site_id,
+        key_id: format!("import:{}", format.as_str()),
+        event_type: EventType::parse(&ev.event_type).unwrap_or_default(),
+        timestamp: ev.timestamp_ms,
+        received_at: p.received_at_ms.unwrap_or(now_ms),
+        ip: ev.ip.unwrap_or_default(),
+        user_agent: ev.user_agent.unwrap_or_default(),
+        event_name: ev.event_name,
+        properties: ev.properties,
+        pathname: ev.pathname,
+        hostname: ev.hostname,
+        querystring: ev.querystring,
+        page_title: ev.page_title,
+        referrer: ev.referrer,
+        user_id: ev.user_id,
+        language: ev.language,
+        screen_width: ev.screen_width,
+        screen_height: ev.screen_height,
+        anonymous_id: ev.anonymous_id,
+        tag: ev.tag,
+        app_version: ev.app_version,
+        device_model: ev.device_model,
+        feature_flags: ev.feature_flags,
+        vitals: Vitals {
+            lcp: ev.lcp,
+            cls: ev.cls,
+            inp: ev.inp,
+            fcp: ev.fcp,
+            ttfb: ev.ttfb,
+        },
+        preset: Some(Box::new(preset)),
+    }
+}
+
+fn state_path(req: &Request) -> Option<PathBuf> {
+    req.state.clone().or_else(|| {
+        (req.input != "-").then(|| PathBuf::from(format!("{}.import-state.json", req.input)))
+    })
+}
+
+fn read_progress(path: &Path) -> Option<Progress> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+fn write_progress(path: &Path, p: &Progress) -> Result<(), AdminError> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec_pretty(p).expect("progress as JSON"),
+    )
+    .and_then(|()| std::fs::rename(&tmp, path))
+    .map_err(|e| {
+        AdminError::Usage(format!(
+            "cannot write the import's state to {}: {e}",
+            path.display()
+        ))
+    })
+}
+
+pub async fn import(req: Request) -> Result<Value, AdminError> {
+    let cfg = rivulet_enricher::config::EnricherConfig::from_env()
+        .map_err(|e| AdminError::Usage(e.to_string()))?;
+    let db = cfg.clickhouse.connect().await.map_err(|e| {
+        AdminError::Unavailable(format!("ClickHouse at {}: {e}", cfg.clickhouse.url))
+    })?;
+    if rivulet_common::registry::Registry::new(db.clone())
+        .get_site(req.site_id)
+        .await?
+        .is_none()
+    {
+        return Err(AdminError::NotFound(format!(
+            "site {} does not exist",
+            req.site_id
+        )));
+    }
+    let ledger = Ledger::new();
+    ledger
+        .refresh(&db)
+        .await
+        .map_err(|e| AdminError::Unavailable(format!("the erasure ledger in ClickHouse ({e})")))?;
+    let input: Box<dyn BufRead> = if req.input == "-" {
+        Box::new(std::io::BufReader::with_capacity(1 << 20, std::io::stdin()))
+    } else {
+        let file = std::fs::File::open(&req.input)
+            .map_err(|e| AdminError::Usage(format!("cannot open {}: {e}", req.input)))?;
+        Box::new(std::io::BufReader::with_capacity(1 << 20, file))
+    };
+    let total_bytes = std::fs::metadata(&req.input).map(|m| m.len()).unwrap_or(0);
+    let mut reader =
+        Reader::new(req.format, input).map_err(|e| AdminError::Usage(e.to_string()))?;
+
+    let state = state_path(&req);
+    let this = Progress {
+        site_id: req.site_id,
+        format: req.format.as_str().into(),
+        records_done: 0,
+    };
+    let skip_first = match state.as_deref().and_then(read_progress) {
+        Some(p) if req.restart => {
+            eprintln!(
+                "import: --restart: starting over (the earlier import stopped after {} records)",
+                p.records_done
+            );
+            0
+        }
+        Some(p) if p.site_id == this.site_id && p.format == this.format => {
+            eprintln!(
+                "import: resuming after {} records (--restart starts over)",
+                p.records_done
+            );
+            p.records_done
+        }
+        Some(p) => {
+            return Err(AdminError::Usage(format!(
+            "{} belongs to an import of site {} as {}: use --restart, or --state to keep another",
+            state
+                .as_deref()
+                .map(Path::display)
+                .map(|d| d.to_string())
+                .unwrap_or_default(),
+            p.site_id,
+            p.format
+        )))
+        }
+        None => 0,
+    };
+
+    let topic = cfg_topic();
+    let producer: FutureProducer = {
+        let mut c = rivulet_common::kafka::base_config();
+        c.set("bootstrap.servers", &cfg.brokers)
+            .set("client.id", "rivulet-import")
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("linger.ms", "20")
+            .set("batch.size", "1000000")
+            .set("compression.type", "lz4")
+            .set("queue.buffering.max.messages", "200000")
+            .set("message.timeout.ms", "120000");
+        c.create().map_err(kafka)?
+    };
+
+    let started = Instant::now();
+    let progress_shown = std::io::stderr().is_terminal();
+    let now_ms = rivulet_common::privacy::now_ms() as i64;
+    let mut tally = Tally::default();
+    let mut printed = 0u64;
+    // Sent and not acknowledged, oldest first, with the record count once each is.
+    let mut acks: VecDeque<(u64, rdkafka::producer::DeliveryFuture)> = VecDeque::new();
+    let mut done = skip_first;
+    let (mut last_save, mut last_shown) = (Instant::now(), Instant::now());
+    let mut record = 0u64;
+    let mut failure: Option<AdminError> = None;
+    // Not a `for`: the loop asks the reader how far it is, for the progress line.
+    #[allow(clippy::while_let_on_iterator)]
+    while let Some(item) = reader.next() {
+        record += 1;
+        if record <= skip_first {
+            continue;
+        }
+        tally.read += 1;
+        match item {
+            Err(e) => {
+                *tally.skipped.entry(e.kind.as_str()).or_insert(0) += 1;
+                report(&e, &mut printed);
+                if req.strict || e.kind == SkipKind::Io {
+                    failure = Some(AdminError::Usage(format!("import stopped at {e}")));
+                    break;
+                }
+            }
+            Ok(ev) => {
+                let raw = raw_event(req.site_id, req.format, ev, now_ms);
+                let anonymous = raw.anonymous_id.as_deref().unwrap_or_default();
+                let user = raw
+                    .user_id
+                    .as_deref()
+                    .or(raw.preset.as_ref().and_then(|p| p.visitor_id.as_deref()))
+                    .unwrap_or_default();
+                if ledger.erases(&EventIds::new(
+                    req.site_id,
+                    user,
+                    anonymous,
+                    raw.timestamp,
+                    raw.received_at,
+                )) {
+                    tally.erased += 1;
+                } else {
+                    tally.first_ms = Some(
+                        tally
+                            .first_ms
+                            .map_or(raw.timestamp, |t| t.min(raw.timestamp)),
+                    );
+                    tally.last_ms = Some(
+                        tally
+                            .last_ms
+                            .map_or(raw.timestamp, |t| t.max(raw.timestamp)),
+                    );
+                    let key = rivulet_common::kafka::message_key(
+                        req.site_id,
+                        raw.user_id.as_deref(),
+                        &raw.ip,
+                        &raw.user_agent,
+                    );
+                    let payload = serde_json::to_vec(&raw).expect("a raw event as JSON");
+                    let ack = loop {
+                        match producer
+                            .send_result(FutureRecord::to(&topic).key(&key).payload(&payload))
+                        {
+                            Ok(ack) => break ack,
+                            // The producer's queue is full: wait for the oldest ack.
+                            Err((e, _)) if is_queue_full(&e) => {
+                                settle_one(&mut acks, &mut done, &mut tally).await?;
+                            }
+                            Err((e, _)) => return Err(kafka(e)),
+                        }
+                    };
+                    acks.push_back((record, ack));
+                }
+            }
+        }
+        if acks.is_empty() {
+            done = record;
+        }
+        while acks.len() >= IN_FLIGHT {
+            settle_one(&mut acks, &mut done, &mut tally).await?;
+        }
+        if last_save.elapsed() >= Duration::from_secs(1) {
+            settle_ready(&mut acks, &mut done, &mut tally, record).await?;
+            if let Some(path) = &state {
+                write_progress(
+                    path,
+                    &Progress {
+                        records_done: done,
+                        ..this_progress(&this)
+                    },
+                )?;
+            }
+            last_save = Instant::now();
+        }
+        if progress_shown && last_shown.elapsed() >= Duration::from_millis(200) {
+            last_shown = Instant::now();
+            let pct = if total_bytes > 0 {
+                reader.bytes_read() as f64 * 100.0 / total_bytes as f64
+            } else {
+                0.0
+            };
+            eprint!(
+                "\rimport: {} records read, {} imported ({pct:.0} %)   ",
+                tally.read, tally.imported
+            );
+        }
+    }
+    while !acks.is_empty() {
+        settle_one(&mut acks, &mut done, &mut tally).await?;
+    }
+    let _ = producer.flush(Duration::from_secs(30));
+    if failure.is_none() {
+        done = record;
+    }
+    if let Some(path) = &state {
+        write_progress(
+            path,
+            &Progress {
+                records_done: done,
+                ..this_progress(&this)
+            },
+        )?;
+    }
+    if progress_shown {
+        eprintln!();
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let summary = json!({
+        "site_id": req.site_id,
+        "format": req.format.as_str(),
+        "read": tally.read,
+        "imported": tally.imported,
+        "skipped": tally.skipped,
+        "skipped_as_erased": tally.erased,
+        "resumed_after": skip_first,
+        "from": tally.first_ms.map(|ms| crate::export::rfc3339((ms / 1000) as u32)),
+        "to": tally.last_ms.map(|ms| crate::export::rfc3339((ms / 1000) as u32)),
+        "seconds": (seconds * 10.0).round() / 10.0,
+        "events_per_second": (tally.imported as f64 / seconds.max(0.001)).round(),
+        "topic": topic,
+    });
+    if let Some(e) = failure {
+        eprintln!("{}", serde_json::to_string_pretty(&summary).expect("JSON"));
+        return Err(e);
+    }
+    if let Some(path) = &state {
+        // Done: nothing to resume.
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(summary)
+}
+
+fn this_progress(p: &Progress) -> Progress {
+    Progress {
+        site_id: p.site_id,
+        format: p.format.clone(),
+        records_done: p.records_done,
+    }
+}
+
+fn cfg_topic() -> String {
+    rivulet_common::kafka::topic_import()
+}
+
+fn is_queue_full(e: &rdkafka::error::KafkaError) -> bool {
+    matches!(
+        e,
+        rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull)
+    )
+}
+
+/// Awaits the oldest ack; an event Kafka did not take stops the import (its state says
+/// where to go on from).
+async fn settle_one(
+    acks: &mut VecDeque<(u64, rdkafka::producer::DeliveryFuture)>,
+    done: &mut u64,
+    tally: &mut Tally,
+) -> Result<(), AdminError> {
+    let Some((record, ack)) = acks.pop_front() else {
+        return Ok(());
+    };
+    match ack.await {
+        Ok(Ok(_)) => {
+            tally.imported += 1;
+            *done = record;
+            Ok(())
+        }
+        Ok(Err((e, _))) => Err(kafka(e)),
+        Err(_) => Err(AdminError::Unavailable(
+            "Kafka (the producer stopped)".into(),
+        )),
+    }
+}
+
+/// Settles the acks that have arrived; with none waiting, every record read is done.
+async fn settle_ready(
+    acks: &mut VecDeque<(u64, rdkafka::producer::DeliveryFuture)>,
+    done: &mut u64,
+    tally: &mut Tally,
+    read: u64,
+) -> Result<(), AdminError> {
+    use futures::FutureExt;
+    while let Some((record, ack)) = acks.front_mut() {
+        let record = *record;
+        let Some(outcome) = ack.now_or_never() else {
+            break;
+        };
+        acks.pop_front();
+        match outcome {
+            Ok(Ok(_)) => {
+                tally.imported += 1;
+                *done = record;
+            }
+            Ok(Err((e, _))) => return Err(kafka(e)),
+            Err(_) => {
+                return Err(AdminError::Unavailable(
+                    "Kafka (the producer stopped)".into(),
+                ))
+            }
+        }
+    }
+    if acks.is_empty() {
+        *done = read;
+    }
+    Ok(())
+}
+
+fn report(e: &RowError, printed: &mut u64) {
+    *printed += 1;
+    if *printed <= PRINT_AT_MOST {
+        eprintln!("import: skipped {e}");
+    } else if *printed == PRINT_AT_MOST + 1 {
+        eprintln!("import: more records skipped; the summary counts them by reason");
+    }
+}
