@@ -43,16 +43,43 @@ pub fn repo_root() -> PathBuf {
 pub const STACK_NOT_RUNNING: &str =
     "the local stack is not running: start it with scripts/stack up (scripts/test does this)";
 
-/// Loads `.stack/env` into this process's environment and checks that the stack's Redis,
-/// ClickHouse and Kafka accept connections, once. Without them every test that needs
-/// them fails at once with [`STACK_NOT_RUNNING`] and what is missing, rather than after
-/// its own waits time out.
+/// Loads `.stack/env` into this process's environment, once. Without it every test
+/// that needs the stack fails at once with [`STACK_NOT_RUNNING`].
 pub fn load_stack_env() {
-    static STACK: OnceLock<Result<(), String>> = OnceLock::new();
-    if let Err(missing) = STACK.get_or_init(|| read_stack_env().and_then(|()| stack_answers())) {
+    static ENV: OnceLock<Result<(), String>> = OnceLock::new();
+    if let Err(missing) = ENV.get_or_init(read_stack_env) {
         panic!("{STACK_NOT_RUNNING} ({missing})");
     }
 }
+
+/// A service of the local stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackService {
+    Redis,
+    ClickHouse,
+    Kafka,
+}
+
+/// Loads `.stack/env` and checks, once per service, that these services of the stack
+/// accept connections: a test that needs one that does not answer fails at once with
+/// [`STACK_NOT_RUNNING`] and which one, rather than after its own waits time out.
+pub fn require_stack(services: &[StackService]) {
+    static ANSWERS: [OnceLock<Result<(), String>>; 3] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    load_stack_env();
+    for s in services {
+        if let Err(missing) = ANSWERS[*s as usize].get_or_init(|| answers(*s)) {
+            panic!("{STACK_NOT_RUNNING} ({missing})");
+        }
+    }
+}
+
+/// Every service of the stack: what the services a test starts need.
+pub const WHOLE_STACK: &[StackService] = &[
+    StackService::Redis,
+    StackService::ClickHouse,
+    StackService::Kafka,
+];
 
 fn read_stack_env() -> Result<(), String> {
     let dir = std::env::var("RIVULET_STACK_DIR")
@@ -73,29 +100,30 @@ fn read_stack_env() -> Result<(), String> {
     Ok(())
 }
 
-/// Whether each service of `.stack/env` accepts a TCP connection within a second.
-fn stack_answers() -> Result<(), String> {
+/// Whether every node of `service` in `.stack/env` accepts a TCP connection within a
+/// second.
+fn answers(service: StackService) -> Result<(), String> {
     let var = |name: &str| std::env::var(name).unwrap_or_default();
-    let nodes = match var("CLICKHOUSE_NODES") {
-        n if n.is_empty() => var("CLICKHOUSE_URL"),
-        n => n,
-    };
-    let mut services = vec![("Redis", host_port(&var("REDIS_URL")))];
-    services.extend(nodes.split(',').map(|n| ("ClickHouse", host_port(n))));
-    services.extend(
-        var("KAFKA_BROKERS")
+    let addrs: Vec<String> = match service {
+        StackService::Redis => vec![host_port(&var("REDIS_URL"))],
+        StackService::ClickHouse => match var("CLICKHOUSE_NODES") {
+            n if n.is_empty() => vec![host_port(&var("CLICKHOUSE_URL"))],
+            n => n.split(',').map(host_port).collect(),
+        },
+        StackService::Kafka => var("KAFKA_BROKERS")
             .split(',')
-            .map(|b| ("Kafka", b.trim().to_string())),
-    );
-    for (name, addr) in services {
-        let answers = std::net::ToSocketAddrs::to_socket_addrs(addr.as_str())
+            .map(|b| b.trim().to_string())
+            .collect(),
+    };
+    for addr in addrs {
+        let up = std::net::ToSocketAddrs::to_socket_addrs(addr.as_str())
             .ok()
             .and_then(|mut a| a.next())
             .is_some_and(|a| {
                 std::net::TcpStream::connect_timeout(&a, Duration::from_secs(1)).is_ok()
             });
-        if !answers {
-            return Err(format!("{name} at {addr:?} does not answer"));
+        if !up {
+            return Err(format!("{service:?} at {addr:?} does not answer"));
         }
     }
     Ok(())
@@ -121,7 +149,7 @@ pub fn env(name: &str) -> String {
 /// connection pool does not outlive the runtime that made it.
 pub async fn db() -> Db {
     static MIGRATED: OnceCell<()> = OnceCell::const_new();
-    load_stack_env();
+    require_stack(&[StackService::ClickHouse]);
     let db = ChConfig::from_env()
         .unwrap()
         .connect()
@@ -143,6 +171,7 @@ pub async fn registry() -> Registry {
 
 /// A fresh site and an API key for it: `(site_id, api_key)`.
 pub async fn site_with_key() -> (u32, String) {
+    require_stack(&[StackService::Redis, StackService::ClickHouse]);
     let reg = registry().await;
     let mut redis = redis::Client::open(env("REDIS_URL"))
         .unwrap()
@@ -331,7 +360,7 @@ fn spawn_service(
     defaults: &[(&str, &str)],
     extra: &[(&str, &str)],
 ) -> Service {
-    load_stack_env();
+    require_stack(WHOLE_STACK);
     let port = free_port();
     // Ingest serves readiness and metrics on an address of their own (unless the binary
     // under test predates it: RIVULET_LEGACY_OPS, for the attack tool's "before").
