@@ -1,5 +1,5 @@
-//! The Rust half of the ClickHouse compatibility test (`tests/chdb/compat.py` runs it;
-//! `tests/chdb/README.md` explains the whole).
+//! The Rust half of the ClickHouse compatibility test (`compat/chdb/compat.py` runs it;
+//! `compat/README.md` explains the whole).
 //!
 //!   chdb_compat manifest NOW
 //!       Prints, as JSON, every statement Rivulet sends, taken from `schema` itself: the
@@ -22,7 +22,7 @@
 //!
 //!   chdb_compat events FILE COUNT DAYS
 //!       Writes COUNT realistic events over DAYS days, RowBinary as the enricher encodes
-//!       them, to FILE (for tests/chdb/measure.py).
+//!       them, to FILE (for compat/chdb/measure.py).
 
 use bytes::Bytes;
 use clickhouse::Row;
@@ -31,7 +31,7 @@ use rivulet_common::clickhouse_versions::{self, ServerVersion};
 use rivulet_common::registry::{KeyRecord, Registry, Site};
 use rivulet_common::schema::events::{self, EventRow};
 use rivulet_common::schema::{migrations, queries, SchemaVariant, Topology};
-use rivulet_tests::compat::{self, BindValue, Dataset};
+use rivulet_compat::{self as compat, BindValue, Dataset};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -98,7 +98,7 @@ fn manifest(now: u32) -> Result<Value, String> {
             choices.push(compat::bind_values(c, &data).ok_or_else(|| {
                 format!(
                     "statement {} binds `{c}`, for which the compatibility test has no values: \
-                     add them to tests/src/compat.rs, bind_values()",
+                     add them to compat/src/lib.rs, bind_values()",
                     st.name
                 )
             })?);
@@ -314,7 +314,7 @@ async fn load(
             None => Topology::SingleNode,
             Some(name) => Topology::Cluster { name: name.into() },
         },
-        // The rewrite makes every table a plain one (tests/chdb/rewrite.py): no replicas
+        // The rewrite makes every table a plain one (compat/chdb/rewrite.py): no replicas
         // to wait for.
         insert_quorum: 0,
         insert_quorum_timeout_ms: 10_000,
