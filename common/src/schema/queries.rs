@@ -161,7 +161,8 @@ pub const REPLAY_STORED_ROWS: &str =
     "SELECT event_id, site_id, timestamp, received_at, type, event_name, properties, hostname, \
      pathname, querystring, page_title, referrer, channel, user_id, session_id, language, \
      screen_width, screen_height, country, region, city, lat, lon, browser, browser_version, \
-     operating_system, operating_system_version, device_type, is_bot, ip \
+     operating_system, operating_system_version, device_type, is_bot, ip, anonymous_id, tag, \
+     app_version, device_model, feature_flags, lcp, cls, inp, fcp, ttfb \
      FROM events FINAL WHERE site_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?)";
 
 /// `rivulet-admin replay --optimize`, on a single server: merge one month (`{partition}`,
@@ -329,5 +330,18 @@ mod tests {
              FROM events FINAL WHERE site_id = ? AND timestamp >= toDateTime(?) AND is_bot = 0 AND type = 'pageview' \
              GROUP BY label ORDER BY events DESC, label LIMIT 10"
         );
+    }
+
+    /// Replay reads stored rows into `EventRow`, whose fields are `COLUMNS` in order: a
+    /// column missing from the select list shifts every value after it.
+    #[test]
+    fn replay_reads_every_column_of_events_in_order() {
+        let list = REPLAY_STORED_ROWS
+            .strip_prefix("SELECT ")
+            .and_then(|s| s.split(" FROM ").next())
+            .unwrap();
+        let selected: Vec<&str> = list.split(',').map(str::trim).collect();
+        let columns: Vec<&str> = crate::schema::events::COLUMNS.iter().map(|c| c.name).collect();
+        assert_eq!(selected, columns);
     }
 }
