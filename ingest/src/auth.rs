@@ -62,7 +62,8 @@ pub trait KeyCheck: Send + Sync + 'static {
         api_key: Option<&str>,
         site_id: u32,
     ) -> impl Future<Output = Result<KeyInfo, IngestError>> + Send;
-    /// Whether `api_key` is a key held as good already (no lookup needed).
+    /// Whether `api_key` will cost no registry query of its own (held as good, or its
+    /// lookup already under way).
     fn knows(&self, api_key: Option<&str>) -> bool;
     /// The site; 503 before the site directory was first read.
     fn site(&self, site_id: u32) -> Result<Option<Arc<SiteInfo>>, IngestError>;
@@ -259,11 +260,21 @@ impl Auth {
         }
     }
 
-    /// Whether `api_key` is a key this process holds as good (no lookup needed).
+    /// Whether `api_key` will cost no registry query of its own: a key this process holds
+    /// as good, or one whose lookup is already under way (the request waits for that
+    /// lookup's answer, so many concurrent first requests of one key are one query).
     pub fn knows(&self, api_key: Option<&str>) -> bool {
-        api_key
-            .and_then(digest_if_well_formed)
-            .is_some_and(|d| matches!(self.keys.get(&d), Some((_, true))))
+        let Some(digest) = api_key.and_then(digest_if_well_formed) else {
+            return false;
+        };
+        if matches!(self.keys.get(&digest), Some((_, true))) {
+            return true;
+        }
+        let id = format!("k{}", KeyHash::from_digest(&digest).0);
+        self.inflight
+            .lock()
+            .expect("inflight lock")
+            .contains_key(&id)
     }
 
     /// The site, from the directory; 503 before the directory was first read.

@@ -341,7 +341,10 @@ mod tests {
             .and_then(|s| s.split(" FROM ").next())
             .unwrap();
         let selected: Vec<&str> = list.split(',').map(str::trim).collect();
-        let columns: Vec<&str> = crate::schema::events::COLUMNS.iter().map(|c| c.name).collect();
+        let columns: Vec<&str> = crate::schema::events::COLUMNS
+            .iter()
+            .map(|c| c.name)
+            .collect();
         assert_eq!(selected, columns);
     }
 }
