@@ -493,7 +493,9 @@ fn per_site(
     (condition, binds)
 }
 
-#[derive(Debug, Row, Serialize, Deserialize)]
+/// One row of `retention_runs`: when retention pruned a site, up to when, and how many
+/// rows it removed.
+#[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
 pub struct RetentionRun {
     pub site_id: u32,
     pub ran_at: u32,

@@ -350,11 +350,12 @@ pub async fn migrate(db: &Db) -> Result<Vec<u32>, CommonError> {
 /// The name, in `secrets`, of the key under which ingest signs its cached key entries.
 pub const KEY_CACHE_MAC_SECRET: &str = "key_cache_mac";
 
-#[derive(Row, Serialize, Deserialize)]
-struct SecretRow {
-    name: String,
-    value: String,
-    created_at: u32,
+/// One row of `secrets`.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct SecretRow {
+    pub name: String,
+    pub value: String,
+    pub created_at: u32,
 }
 
 /// Makes the secret `name` (32 random bytes, hex) unless it exists. Two runs at once may
