@@ -1,15 +1,23 @@
 //! The data of the ClickHouse compatibility test (`compat/README.md`): a
-//! deterministic, realistic set of registry rows and enriched events, and the bind values
-//! each statement of `schema::queries::ALL` is run with.
+//! deterministic, realistic set of the rows Rivulet writes (the registry, enriched
+//! events, identify's people, erasure requests and their ledger, retention runs, a
+//! secret), and the bind values each statement of `schema::queries::ALL` is run with.
 //!
 //! Deterministic, so that the same rows go into ClickHouse 18.16 and into the current
 //! engine (chDB), and the same bound statements must give the same answers on both.
 //! Realistic: a few sites (one renamed, one deleted), keys (one revoked), events of the
-//! shapes the enricher writes (pageviews and custom events, bots, unknown geo, Unicode,
-//! strings longer than 127 bytes, IPv4 and IPv6), and redelivered duplicates.
+//! shapes the enricher writes (every event type of the tracker, web vitals with and
+//! without values, bots, unknown geo, Unicode, strings longer than 127 bytes, IPv4 and
+//! IPv6, months of history), people who identified themselves (an anonymous id claimed
+//! by two users, traits changed and removed, a retried identify), erasure requests in
+//! every state, and redelivered duplicates.
 
+use rivulet_common::privacy::{IdKind, LedgerRow, Receipt, State, SubjectKind};
 use rivulet_common::registry::{KeyRecord, Site};
 use rivulet_common::schema::events::EventRow;
+use rivulet_common::schema::migrations::{SecretRow, KEY_CACHE_MAC_SECRET};
+use rivulet_common::schema::people::{identify_rows, AliasRow, TraitRow};
+use rivulet_enricher::lifecycle::RetentionRun;
 use uuid::Uuid;
 
 /// A fixed "now" (2026-01-01T00:00:00Z), for data that must be the same on every run
@@ -71,7 +79,11 @@ impl Rng {
     }
 }
 
-/// Rows of the registry and events, in the order they are written.
+/// The rows one identify call writes (`people::identify_rows`): its alias, if it names
+/// an anonymous id, and its traits.
+pub type Identify = (Option<AliasRow>, Vec<TraitRow>);
+
+/// The rows of every table Rivulet inserts into, in the order they are written.
 pub struct Dataset {
     /// Every event is before this time.
     pub now: u32,
@@ -81,6 +93,46 @@ pub struct Dataset {
     pub keys: Vec<KeyRecord>,
     /// Events as the enricher writes them, redelivered duplicates included.
     pub events: Vec<EventRow>,
+    /// Identify's rows, one identify call each, in the order written: each is a batch
+    /// of the enricher (its aliases in one insert, its traits in another); a retried
+    /// identify writes its rows again.
+    pub identifies: Vec<Identify>,
+    /// Every version of every erasure receipt, in the order written (one insert each).
+    pub receipts: Vec<Receipt>,
+    /// The erasure ledger: each request's rows, one insert per request.
+    pub ledger: Vec<Vec<LedgerRow>>,
+    /// Retention runs: each run's rows (one per site with a retention), one insert per
+    /// run; a site's later run replaces its earlier.
+    pub retention_runs: Vec<Vec<RetentionRun>>,
+    /// Secrets written besides the one `migrate` makes (one insert).
+    pub secrets: Vec<SecretRow>,
+    /// The user ids the people's statements are asked about (see [`bind_values`]).
+    pub people: Vec<String>,
+}
+
+impl Dataset {
+    /// Every `person_aliases` row written, in order.
+    pub fn aliases(&self) -> Vec<AliasRow> {
+        self.identifies
+            .iter()
+            .filter_map(|(a, _)| a.clone())
+            .collect()
+    }
+    /// Every `person_traits` row written, in order.
+    pub fn traits(&self) -> Vec<TraitRow> {
+        self.identifies
+            .iter()
+            .flat_map(|(_, t)| t.iter().cloned())
+            .collect()
+    }
+    /// Every `erasure_ledger` row written, in order.
+    pub fn ledger_rows(&self) -> Vec<LedgerRow> {
+        self.ledger.iter().flatten().cloned().collect()
+    }
+    /// Every `retention_runs` row written, in order.
+    pub fn retention_rows(&self) -> Vec<RetentionRun> {
+        self.retention_runs.iter().flatten().cloned().collect()
+    }
 }
 
 /// Sites: 1 and 3 plain, 2 renamed (two versions), 4 deleted (two versions).
@@ -102,17 +154,20 @@ fn registry(rng: &mut Rng, now: u32) -> (Vec<Site>, Vec<KeyRecord>) {
         allow_subdomains: u8::from(site_id == 1),
         retention_days: if site_id == 3 { 400 } else { 0 },
     };
+    let mut renamed = site(
+        2,
+        "blog.example.org",
+        "Blög — «renamed» ✓",
+        created + 60,
+        0,
+        1_000_010,
+    );
+    // The edit that renamed it also set a retention (retention runs prune it).
+    renamed.retention_days = 60;
     let sites = vec![
         site(1, "shop.example.com", "Shop", created, 0, 1_000_001),
         site(2, "blog.example.org", "Blog", created + 60, 0, 1_000_002),
-        site(
-            2,
-            "blog.example.org",
-            "Blög — «renamed» ✓",
-            created + 60,
-            0,
-            1_000_010,
-        ),
+        renamed,
         site(
             3,
             "docs.example.net",
@@ -343,6 +398,43 @@ const CUSTOM: &[(&str, &str)] = &[
     ("newsletter", "{}"),
     ("video_play", r#"{"title":"Démo","position":0}"#),
 ];
+/// The tracker's other event types with the properties each carries: (type,
+/// event_name, properties). An error's name is its type.
+const INTERACTIONS: &[(&str, &str, &str)] = &[
+    ("button_click", "", r#"{"id":"buy-now","text":"Buy now"}"#),
+    (
+        "outbound",
+        "",
+        r#"{"url":"https://github.com/rivulet/rivulet","text":"GitHub","target":"_blank"}"#,
+    ),
+    (
+        "form_submit",
+        "",
+        r#"{"formId":"signup","formName":"","formAction":"/signup","method":"post","fieldCount":3}"#,
+    ),
+    (
+        "copy",
+        "",
+        r#"{"sourceElement":"code","text":"npm i @rivulet/browser","textLength":22}"#,
+    ),
+    (
+        "input_change",
+        "",
+        r#"{"element":"input","inputName":"email"}"#,
+    ),
+    (
+        "error",
+        "TypeError",
+        r#"{"message":"Cannot read properties of undefined (reading 'id')","stack":"TypeError: Cannot read properties of undefined (reading 'id')\n    at checkout (https://shop.example.com/assets/checkout.js:42:17)","fileName":"https://shop.example.com/assets/checkout.js","lineNumber":42,"columnNumber":17}"#,
+    ),
+];
+/// (app_version, device_model) of events sent from an app.
+const APPS: &[(&str, &str)] = &[
+    ("3.2.1", "iPhone15,2"),
+    ("3.2.1", "Pixel 8"),
+    ("3.1.0", "SM-S918B"),
+    ("3.2.0", ""),
+];
 const SCREENS: &[(u16, u16)] = &[
     (1920, 1080),
     (1440, 900),
@@ -353,6 +445,19 @@ const SCREENS: &[(u16, u16)] = &[
     (2560, 1440),
     (0, 0),
 ];
+
+/// The id the events of user number `user` of a site carry.
+pub fn user_id(site_id: u32, user: u64) -> String {
+    format!(
+        "{:016x}",
+        (u64::from(site_id) << 40) ^ user.wrapping_mul(0x9e37_79b9)
+    )
+}
+
+/// The anonymous (device) id of user number `user`, on some of their events.
+pub fn anonymous_id(user: u64) -> String {
+    format!("anon-{:x}", user ^ 0x5a5a)
+}
 
 /// One realistic event of `site_id` at `timestamp`.
 pub fn event(rng: &mut Rng, site_id: u32, timestamp: u32, users: u64) -> EventRow {
@@ -378,12 +483,23 @@ pub fn event(rng: &mut Rng, site_id: u32, timestamp: u32, users: u64) -> EventRo
         };
         (b, v, os, ov, device)
     };
-    let custom = !bot && rng.chance(15);
-    let (event_type, event_name, properties) = if custom {
-        let (n, p) = CUSTOM[rng.skewed(CUSTOM.len())];
-        ("custom_event", n, p.to_string())
+    // Bots send pageviews; people every type the tracker has.
+    let kind = if bot {
+        0
     } else {
-        ("pageview", "", String::new())
+        rng.weighted(&[66, 15, 10, 9])
+    };
+    let (event_type, event_name, properties) = match kind {
+        0 => ("pageview", "", String::new()),
+        1 => {
+            let (n, p) = CUSTOM[rng.skewed(CUSTOM.len())];
+            ("custom_event", n, p.to_string())
+        }
+        2 => ("performance", "", String::new()),
+        _ => {
+            let (t, n, p) = INTERACTIONS[rng.skewed(INTERACTIONS.len())];
+            (t, n, p.to_string())
+        }
     };
     let (mut pathname, page_title) = PAGES[rng.skewed(PAGES.len())];
     let long_path;
@@ -416,10 +532,24 @@ pub fn event(rng: &mut Rng, site_id: u32, timestamp: u32, users: u64) -> EventRo
             1 + rng.below(254)
         )
     };
-    // Web vitals on one event in eight; the rest null, as most events carry none.
-    let with_vitals = rng.chance(12);
-    let vital_ms = rng.below(4000) as f64 + 0.5;
-    let vital = || with_vitals.then_some(vital_ms);
+    // Web vitals on performance events only, each one null when the page did not
+    // measure it (no interaction: no INP); every other event carries none.
+    let performance = event_type == "performance";
+    // A value in 0..max in steps of 1/scale, measured with `percent` % probability.
+    let mut vital = |percent: u64, max: u64, scale: u64| {
+        let value = rng.below(max * scale) as f64 / scale as f64;
+        (performance && rng.chance(percent)).then_some(value)
+    };
+    let lcp = vital(95, 6000, 10);
+    let cls = vital(90, 1, 1000);
+    let inp = vital(60, 800, 1);
+    let fcp = vital(98, 4000, 10);
+    let ttfb = vital(90, 2000, 10);
+    let (app_version, device_model) = if rng.chance(6) {
+        APPS[rng.below(APPS.len() as u64) as usize]
+    } else {
+        ("", "")
+    };
     // Time-ordered ids, like the v7 UUIDs ingest gives events.
     let event_id = Uuid::from_u64_pair(
         (u64::from(timestamp) << 16) | 0x7000 | rng.below(0x1000),
@@ -439,10 +569,7 @@ pub fn event(rng: &mut Rng, site_id: u32, timestamp: u32, users: u64) -> EventRo
         page_title: page_title.into(),
         referrer: referrer.into(),
         channel: channel.into(),
-        user_id: format!(
-            "{:016x}",
-            (u64::from(site_id) << 40) ^ user.wrapping_mul(0x9e37_79b9)
-        ),
+        user_id: user_id(site_id, user),
         session_id: format!(
             "{:016x}{:016x}",
             u64::from(site_id),
@@ -468,7 +595,7 @@ pub fn event(rng: &mut Rng, site_id: u32, timestamp: u32, users: u64) -> EventRo
         is_bot: u8::from(bot),
         ip,
         anonymous_id: if rng.chance(30) {
-            format!("anon-{:x}", user ^ 0x5a5a)
+            anonymous_id(user)
         } else {
             String::new()
         },
@@ -477,18 +604,18 @@ pub fn event(rng: &mut Rng, site_id: u32, timestamp: u32, users: u64) -> EventRo
         } else {
             String::new()
         },
-        app_version: String::new(),
-        device_model: String::new(),
+        app_version: app_version.into(),
+        device_model: device_model.into(),
         feature_flags: if rng.chance(5) {
-            r#"{"new-checkout":"on"}"#.into()
+            r#"{"new-checkout":"on","search":"v2"}"#.into()
         } else {
             String::new()
         },
-        lcp: vital(),
-        cls: vital().map(|v| v / 10_000.0),
-        inp: vital(),
-        fcp: vital(),
-        ttfb: None,
+        lcp,
+        cls,
+        inp,
+        fcp,
+        ttfb,
     }
 }
 
@@ -521,23 +648,254 @@ pub fn events(seed: u64, count: usize, span: u32, now: u32) -> Vec<EventRow> {
 pub fn dataset(now: u32) -> Dataset {
     let mut rng = Rng::new(26);
     let (sites, keys) = registry(&mut rng, now);
-    // 36 hours: some events fall before the Overview's 24-hour window.
+    let (identifies, people) = people(now);
+    let (receipts, ledger) = erasures(&mut rng, now);
     Dataset {
         now,
         sites,
         keys,
+        // 36 hours: some events fall before the Overview's 24-hour window.
         events: events(2026, 3_000, 36 * 3600, now),
+        identifies,
+        receipts,
+        ledger,
+        retention_runs: retention_runs(now),
+        secrets: secrets(&mut rng, now),
+        people,
     }
 }
 
+/// A name of `secrets` besides the key cache's MAC key, which `migrate` makes with a
+/// random value (so that no two engines have the same).
+pub const RACED_SECRET: &str = "compat_raced_secret";
+
+/// A secret two `migrate`s made at once (`migrations::ensure_secret`): two values of
+/// one name, of which readers take the smallest.
+fn secrets(rng: &mut Rng, now: u32) -> Vec<SecretRow> {
+    let created_at = now - 90 * 86_400;
+    assert_ne!(RACED_SECRET, KEY_CACHE_MAC_SECRET);
+    (0..2)
+        .map(|_| SecretRow {
+            name: RACED_SECRET.into(),
+            value: rng.hex(64),
+            created_at,
+        })
+        .collect()
+}
+
+/// Identify calls (site, user, anonymous id, traits, seconds before now), as the
+/// enricher turns them into rows (`people::identify_rows`): users 0 and 1 of site 1
+/// ("alice", "bob") and user 0 of site 2 ("carol"), ids their events carry.
+fn people(now: u32) -> (Vec<Identify>, Vec<String>) {
+    let (alice, bob, carol) = (user_id(1, 0), user_id(1, 1), user_id(2, 0));
+    type Call<'a> = (u32, &'a str, Option<String>, Option<&'a str>, u32);
+    let calls: &[Call] = &[
+        (
+            1,
+            &alice,
+            Some(anonymous_id(0)),
+            Some(r#"{"plan":"pro","seats":5,"email":"alice@example.com"}"#),
+            30 * 3600,
+        ),
+        // The same call again: the enricher retried its batch.
+        (
+            1,
+            &alice,
+            Some(anonymous_id(0)),
+            Some(r#"{"plan":"pro","seats":5,"email":"alice@example.com"}"#),
+            30 * 3600,
+        ),
+        // Alice claims user 7's device first; Bob's later claim of it loses.
+        (1, &alice, Some(anonymous_id(7)), None, 29 * 3600),
+        (
+            1,
+            &bob,
+            Some(anonymous_id(7)),
+            Some(r#"{"plan":"free"}"#),
+            28 * 3600,
+        ),
+        (
+            1,
+            &bob,
+            Some(anonymous_id(1)),
+            Some(r#"{"name":"Bøb «B» 🎉","tags":["a","b"],"beta":true}"#),
+            27 * 3600,
+        ),
+        // A trait changed and one removed (null).
+        (
+            1,
+            &alice,
+            None,
+            Some(r#"{"plan":"team","seats":null}"#),
+            3 * 3600,
+        ),
+        // The same anonymous id on another site is another person's.
+        (
+            2,
+            &carol,
+            Some(anonymous_id(0)),
+            Some(r#"{"lang":"de"}"#),
+            5 * 3600,
+        ),
+    ];
+    let rows = calls
+        .iter()
+        .map(|(site, user, anon, traits, ago)| {
+            let at_ms = i64::from(now - ago) * 1000 + 250;
+            identify_rows(*site, user, anon.as_deref(), *traits, at_ms)
+        })
+        .collect();
+    (rows, vec![alice, bob, carol])
+}
+
+/// Erasure requests in every state, each with its ledger rows and every version of its
+/// receipt, as `privacy::request_erasure` and the lifecycle runner write them: (site,
+/// subject kind, subject, the anonymous ids it claimed, suppress, states after pending
+/// with the rows removed and reason, seconds before now).
+fn erasures(rng: &mut Rng, now: u32) -> (Vec<Receipt>, Vec<Vec<LedgerRow>>) {
+    type Request<'a> = (
+        u32,
+        SubjectKind,
+        String,
+        Vec<String>,
+        bool,
+        &'a [(State, &'a str, u64)],
+        u32,
+    );
+    let requests: Vec<Request> = vec![
+        (
+            1,
+            SubjectKind::UserId,
+            user_id(1, 399),
+            vec![anonymous_id(399)],
+            false,
+            &[(State::Running, "", 0), (State::Done, "", 7)],
+            20 * 3600,
+        ),
+        (
+            1,
+            SubjectKind::VisitorId,
+            user_id(1, 398),
+            vec![],
+            true,
+            &[
+                (State::Running, "", 0),
+                (
+                    State::Failed,
+                    "ClickHouse: Timeout: «mutation» did not finish",
+                    0,
+                ),
+            ],
+            12 * 3600,
+        ),
+        (
+            2,
+            SubjectKind::UserId,
+            user_id(2, 149),
+            vec![],
+            true,
+            &[(State::Running, "", 0)],
+            2 * 3600,
+        ),
+        // Bob, with the device he kept (Alice claimed user 7's first).
+        (
+            1,
+            SubjectKind::UserId,
+            user_id(1, 1),
+            vec![anonymous_id(1)],
+            false,
+            &[],
+            3600,
+        ),
+    ];
+    let mut receipts = Vec::new();
+    let mut ledger = Vec::new();
+    for (site_id, kind, subject, aliases, suppress, states, ago) in requests {
+        let at = u64::from(now - ago) * 1000 + 125;
+        let request_id = format!("er_{}", rng.hex(32));
+        let ids: Vec<(IdKind, String)> = std::iter::once((IdKind::UserId, subject.clone()))
+            .chain(aliases.into_iter().map(|a| (IdKind::AnonymousId, a)))
+            .collect();
+        ledger.push(
+            ids.iter()
+                .map(|(k, id)| LedgerRow {
+                    site_id,
+                    id_kind: k.as_str().into(),
+                    id: id.clone(),
+                    erased_at_ms: at,
+                    request_id: request_id.clone(),
+                    suppress: u8::from(suppress),
+                    added_at_ms: at,
+                })
+                .collect(),
+        );
+        let mut receipt = Receipt {
+            request_id,
+            site_id,
+            subject_kind: kind.as_str().into(),
+            subject,
+            suppress: u8::from(suppress),
+            requested_at_ms: at,
+            state: State::Pending.as_str().into(),
+            reason: String::new(),
+            rows_removed: 0,
+            ids: serde_json::to_string(
+                &ids.iter()
+                    .map(|(k, id)| (k.as_str(), id.as_str()))
+                    .collect::<Vec<_>>(),
+            )
+            .expect("ids as JSON"),
+            updated_at_ms: at,
+            version: at * 1000,
+        };
+        receipts.push(receipt.clone());
+        // Each state a minute after the one before, a newer version (as
+        // `Receipt::with_state` makes it, at a fixed time).
+        for (state, reason, removed) in states {
+            receipt = Receipt {
+                state: state.as_str().into(),
+                reason: (*reason).into(),
+                rows_removed: *removed,
+                updated_at_ms: receipt.updated_at_ms + 60_000,
+                version: (receipt.updated_at_ms + 60_000) * 1000,
+                ..receipt
+            };
+            receipts.push(receipt.clone());
+        }
+    }
+    (receipts, ledger)
+}
+
+/// Two retention runs a day apart, each of the sites with a retention (sites 2 and 3)
+/// as the lifecycle runner records them: the cutoff is the run's time less the days.
+fn retention_runs(now: u32) -> Vec<Vec<RetentionRun>> {
+    [(26 * 3600, [120, 0]), (2 * 3600, [4, 0])]
+        .iter()
+        .map(|(ago, removed)| {
+            let ran_at = now - ago;
+            [(2, 60), (3, 400)]
+                .iter()
+                .zip(removed)
+                .map(|((site_id, days), rows_removed)| RetentionRun {
+                    site_id: *site_id,
+                    ran_at,
+                    cutoff: ran_at - days * 86_400,
+                    rows_removed: *rows_removed,
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// The values a `?` is bound to, by the column it is compared with: every statement of
-/// `queries::ALL` runs once per combination. A statement binding a column not named
-/// here fails the test, asking for values.
+/// `queries::ALL` runs once per combination (but see [`same_value`]). A statement
+/// binding a column not named here fails the test, asking for values.
 pub fn bind_values(column: &str, data: &Dataset) -> Option<Vec<BindValue>> {
     let distinct = |f: fn(&KeyRecord) -> &String| -> Vec<String> {
         let set: std::collections::BTreeSet<&String> = data.keys.iter().map(f).collect();
         set.into_iter().cloned().collect()
     };
+    let strings = |values: Vec<String>| values.into_iter().map(BindValue::Str).collect();
     let mut key_hashes = distinct(|k| &k.key_hash);
     let mut key_ids = distinct(|k| &k.key_id);
     key_hashes.push("0".repeat(64));
@@ -554,16 +912,60 @@ pub fn bind_values(column: &str, data: &Dataset) -> Option<Vec<BindValue>> {
             BindValue::U32(0),
             BindValue::U32(data.now + 3600),
         ],
-        "key_hash" => key_hashes.into_iter().map(BindValue::Str).collect(),
-        "key_id" => key_ids.into_iter().map(BindValue::Str).collect(),
+        "key_hash" => strings(key_hashes),
+        "key_id" => strings(key_ids),
+        // A secret two runs made at once, and one nobody made. Not the key cache's MAC
+        // key: `migrate` makes it with a random value, different on every engine.
+        "name" => strings(vec![RACED_SECRET.into(), "no_such_secret".into()]),
+        // People who identified themselves, and a user nobody is. `owner` is the user
+        // an anonymous id belongs to.
+        "user_id" | "owner" => strings(
+            data.people
+                .iter()
+                .cloned()
+                .chain(["no-such-user".into()])
+                .collect(),
+        ),
+        "request_id" => {
+            let mut ids: Vec<String> = data.receipts.iter().map(|r| r.request_id.clone()).collect();
+            ids.dedup();
+            ids.push("er_00000000000000000000000000000000".into());
+            strings(ids)
+        }
+        // The whole ledger, its later part, and nothing.
+        "added_at_ms" => {
+            let mut added: Vec<u64> = data.ledger_rows().iter().map(|r| r.added_at_ms).collect();
+            added.sort_unstable();
+            vec![
+                BindValue::U64(0),
+                BindValue::U64(added[added.len() / 2]),
+                BindValue::U64((u64::from(data.now) + 3600) * 1000),
+            ]
+        }
+        // The database the statement runs in (`{db}`, which the test replaces with each
+        // engine's database, as it does in the SQL), and one that does not exist.
+        "database" => strings(vec!["{db}".into(), "no_such_database".into()]),
         _ => return None,
     })
+}
+
+/// The columns whose every `?` in one statement takes the same value: the product asks
+/// about one site and one person at a time (`PERSON_EVENT_COUNTS` binds site, user,
+/// site, user), so other combinations are questions it never asks. Returns the name
+/// the column's value is shared under (`owner` is a user id).
+pub fn same_value(column: &str) -> Option<&'static str> {
+    match column {
+        "site_id" => Some("site_id"),
+        "user_id" | "owner" => Some("user_id"),
+        _ => None,
+    }
 }
 
 /// A value bound to a statement (the types the product binds).
 #[derive(Clone, Debug)]
 pub enum BindValue {
     U32(u32),
+    U64(u64),
     Str(String),
 }
 
@@ -571,6 +973,7 @@ impl BindValue {
     pub fn to_json(&self) -> serde_json::Value {
         match self {
             BindValue::U32(v) => serde_json::json!(v),
+            BindValue::U64(v) => serde_json::json!(v),
             BindValue::Str(s) => serde_json::json!(s),
         }
     }
@@ -658,5 +1061,64 @@ mod tests {
                 .iter()
                 .any(|r| r.site_id == *site && r.timestamp >= window_start(FIXED_NOW)));
         }
+        for t in [
+            "pageview",
+            "custom_event",
+            "performance",
+            "error",
+            "outbound",
+        ] {
+            assert!(e.iter().any(|r| r.event_type == t), "{t}");
+        }
+        assert!(e.iter().any(|r| r.lcp.is_some() && r.inp.is_none()));
+        assert!(e.iter().any(|r| !r.app_version.is_empty()));
+
+        // The tables of migrations 3, 5 and 6 have rows, the same every time.
+        assert_eq!(a.identifies, b.identifies);
+        assert_eq!(a.receipts, b.receipts);
+        assert_eq!(a.ledger, b.ledger);
+        assert_eq!(a.retention_runs, b.retention_runs);
+        assert_eq!(a.secrets, b.secrets);
+        let (aliases, traits) = (a.aliases(), a.traits());
+        assert!(aliases.len() >= 5 && traits.len() >= 8);
+        // An anonymous id claimed by two users; a retried identify; a removed trait.
+        assert!(aliases
+            .iter()
+            .any(|x| aliases.iter().any(|y| x.anonymous_id == y.anonymous_id
+                && x.site_id == y.site_id
+                && x.user_id != y.user_id)));
+        assert!(a.identifies.windows(2).any(|w| w[0] == w[1]));
+        assert!(traits.iter().any(|t| t.removed == 1));
+        // The people asked about have events, under their user id or a claimed one.
+        for user in &a.people {
+            assert!(e.iter().any(|r| &r.user_id == user), "{user}");
+        }
+        for state in ["pending", "running", "done", "failed"] {
+            assert!(a.receipts.iter().any(|r| r.state == state), "{state}");
+        }
+        assert_eq!(
+            a.ledger.len(),
+            a.receipts.iter().filter(|r| r.state == "pending").count()
+        );
+        assert!(a.ledger_rows().iter().any(|r| r.suppress == 1));
+        assert!(a.ledger_rows().iter().any(|r| r.id_kind == "anonymous_id"));
+        assert_eq!(a.retention_runs.len(), 2);
+        assert!(a.retention_rows().iter().all(|r| r.cutoff < r.ran_at));
+        assert_eq!(a.secrets.len(), 2);
+        assert!(a.secrets.iter().all(|s| s.name == RACED_SECRET));
+    }
+
+    #[test]
+    fn every_statement_has_bind_values_and_repeated_ids_share_theirs() {
+        let data = dataset(FIXED_NOW);
+        for st in rivulet_common::schema::queries::ALL {
+            for column in bound_columns(st.sql).unwrap() {
+                let values = bind_values(&column, &data)
+                    .unwrap_or_else(|| panic!("{}: no values for {column}", st.name));
+                assert!(!values.is_empty(), "{}: {column}", st.name);
+            }
+        }
+        assert_eq!(same_value("owner"), same_value("user_id"));
+        assert_eq!(same_value("timestamp"), None, "a range's ends differ");
     }
 }

@@ -15,10 +15,11 @@
 //!       (row validation as `CLICKHOUSE_VALIDATION=auto` decides; LZ4 off):
 //!       runs the migrations (twice: the second run applies nothing), writes the
 //!       dataset's registry rows with the crate's `insert::<Site>()` /
-//!       `insert::<KeyRecord>()` and its events with the enricher's encoder and insert
-//!       (`EventRow::write_row_binary`, `insert::insert_row_binary`), then reads
-//!       everything back through the typed client and the registry and compares it
-//!       field by field. Exits 1 on any difference.
+//!       `insert::<KeyRecord>()`, its events with the enricher's encoder and insert
+//!       (`EventRow::write_row_binary`, `insert::insert_row_binary`), and the rows of
+//!       people, erasures, retention runs and secrets through their row types, then
+//!       reads everything back through the typed client, the registry and `privacy`
+//!       and compares it field by field. Exits 1 on any difference.
 //!
 //!   chdb_compat events FILE COUNT DAYS
 //!       Writes COUNT realistic events over DAYS days, RowBinary as the enricher encodes
@@ -28,10 +29,14 @@ use bytes::Bytes;
 use clickhouse::Row;
 use rivulet_common::ch::{ChConfig, Db};
 use rivulet_common::clickhouse_versions::{self, ServerVersion};
+use rivulet_common::privacy::{self, LedgerRow, Receipt};
 use rivulet_common::registry::{KeyRecord, Registry, Site};
 use rivulet_common::schema::events::{self, EventRow};
+use rivulet_common::schema::migrations::SecretRow;
+use rivulet_common::schema::people::{self, AliasRow, TraitRow};
 use rivulet_common::schema::{migrations, queries, SchemaVariant, Topology};
 use rivulet_compat::{self as compat, BindValue, Dataset};
+use rivulet_enricher::lifecycle::RetentionRun;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -93,8 +98,20 @@ fn manifest(now: u32) -> Result<Value, String> {
     for st in queries::ALL {
         let columns = compat::bound_columns(st.sql).map_err(|e| format!("{}: {e}", st.name))?;
         assert_eq!(columns.len(), st.binds, "{}", st.name);
+        // One list of values per independent `?`; a `?` of a column whose value is
+        // shared (`compat::same_value`) takes that of its first `?`.
         let mut choices = Vec::new();
+        let mut slots = Vec::new();
+        let mut shared: BTreeMap<&str, usize> = BTreeMap::new();
         for c in &columns {
+            if let Some(name) = compat::same_value(c) {
+                if let Some(i) = shared.get(name) {
+                    slots.push(*i);
+                    continue;
+                }
+                shared.insert(name, choices.len());
+            }
+            slots.push(choices.len());
             choices.push(compat::bind_values(c, &data).ok_or_else(|| {
                 format!(
                     "statement {} binds `{c}`, for which the compatibility test has no values: \
@@ -105,12 +122,19 @@ fn manifest(now: u32) -> Result<Value, String> {
         }
         let runs: Vec<Value> = combinations(&choices)
             .into_iter()
+            .map(|combination| {
+                slots
+                    .iter()
+                    .map(|i| combination[*i].clone())
+                    .collect::<Vec<_>>()
+            })
             .map(|binds| {
                 // Bound by the crate, exactly as the product's `.bind()` calls do.
                 let mut q = clickhouse::Client::default().query(st.sql);
                 for b in &binds {
                     q = match b {
                         BindValue::U32(v) => q.bind(*v),
+                        BindValue::U64(v) => q.bind(*v),
                         BindValue::Str(s) => q.bind(s.as_str()),
                     };
                 }
@@ -145,6 +169,8 @@ fn manifest(now: u32) -> Result<Value, String> {
             "26.9.2.1": format!("{:?}", SchemaVariant::for_server(&ServerVersion::parse("26.9.2.1"))),
         },
         "cluster_name": CLUSTER,
+        // The secret `migrate` makes with a random value: its row is checked alone.
+        "key_cache_mac_secret": migrations::KEY_CACHE_MAC_SECRET,
         "now": now,
         "window_start": compat::window_start(now),
         "migrations": migrations::MIGRATIONS.iter()
@@ -202,6 +228,12 @@ fn expected_rows(data: &Dataset) -> Value {
         "api_keys": data.keys,
         "schema_migrations": migrations::MIGRATIONS.iter()
             .map(|m| json!({"version": m.version, "name": m.name})).collect::<Vec<_>>(),
+        "secrets": data.secrets,
+        "person_aliases": data.aliases(),
+        "person_traits": data.traits(),
+        "erasure_requests": data.receipts,
+        "erasure_ledger": data.ledger_rows(),
+        "retention_runs": data.retention_rows(),
     })
 }
 
@@ -404,6 +436,8 @@ async fn load(
             .map_err(|e| format!("insert events: {e}"))?;
     }
 
+    write_people_privacy_retention(&db, &data).await?;
+
     // Read back through the typed client (RowBinaryWithNamesAndTypes with validation on a
     // current server: every column's type is checked against the Rust field's).
     let mut back: Vec<EventRow> = db
@@ -481,7 +515,192 @@ async fn load(
 
     // The registry's own reads (each a statement of queries::ALL), typed.
     registry_reads(&db, &data, &mut c).await?;
+    read_people_privacy_retention(&db, &data, &mut c).await?;
     Ok(c.failures)
+}
+
+/// Inserts `rows` in one insert, as the product's writers of these tables do.
+async fn insert_rows<T>(client: &clickhouse::Client, table: &str, rows: &[T]) -> Result<(), String>
+where
+    T: clickhouse::RowOwned + clickhouse::RowWrite,
+{
+    let mut insert = client
+        .insert::<T>(table)
+        .await
+        .map_err(|e| format!("insert {table}: {e}"))?;
+    for row in rows {
+        insert
+            .write(row)
+            .await
+            .map_err(|e| format!("write {table}: {e}"))?;
+    }
+    insert
+        .end()
+        .await
+        .map_err(|e| format!("insert {table}: {e}"))
+}
+
+/// The rows of migrations 3, 5 and 6, each through the client and in the inserts the
+/// product writes them with: identify's rows as the enricher's batches (aliases, then
+/// traits, `insert::insert_people`); an erasure's ledger rows in one insert and each
+/// version of its receipt in one (`privacy::request_erasure`, `privacy::write_receipt`);
+/// a retention run's rows in one (`lifecycle`); secrets as `migrations::ensure_secret`.
+async fn write_people_privacy_retention(db: &Db, data: &Dataset) -> Result<(), String> {
+    for (alias, traits) in &data.identifies {
+        if let Some(alias) = alias {
+            insert_rows(
+                &db.client,
+                people::ALIASES_TABLE,
+                std::slice::from_ref(alias),
+            )
+            .await?;
+        }
+        if !traits.is_empty() {
+            insert_rows(&db.client, people::TRAITS_TABLE, traits).await?;
+        }
+    }
+    let mut ledger = data.ledger.iter();
+    for receipt in &data.receipts {
+        // A request's ledger rows go in before its first (pending) receipt.
+        if receipt.state == privacy::State::Pending.as_str() {
+            let rows = ledger.next().ok_or("a receipt without ledger rows")?;
+            insert_rows(&db.events, privacy::LEDGER_TABLE, rows).await?;
+        }
+        privacy::write_receipt(db, receipt)
+            .await
+            .map_err(|e| format!("write_receipt: {e}"))?;
+    }
+    for run in &data.retention_runs {
+        insert_rows(&db.events, "retention_runs", run).await?;
+    }
+    insert_rows(&db.client, "secrets", &data.secrets).await
+}
+
+/// The rows of [`write_people_privacy_retention`] read back through the typed client
+/// and compared field by field, and the product's typed reads of receipts.
+async fn read_people_privacy_retention(
+    db: &Db,
+    data: &Dataset,
+    c: &mut Checks,
+) -> Result<(), String> {
+    // ReplacingMergeTree tables: a merge may already have kept only the latest version
+    // (an alias's first claim, a trait's latest value, a receipt's latest state, a
+    // site's latest retention run).
+    let aliases: Vec<AliasRow> = fetch(db, "SELECT ?fields FROM person_aliases").await?;
+    versions(
+        c,
+        "person_aliases",
+        &aliases,
+        &data.aliases(),
+        |a| (a.site_id, a.anonymous_id.clone()),
+        |a| a.version,
+    );
+    let traits: Vec<TraitRow> = fetch(db, "SELECT ?fields FROM person_traits").await?;
+    versions(
+        c,
+        "person_traits",
+        &traits,
+        &data.traits(),
+        |t| (t.site_id, t.user_id.clone(), t.name.clone()),
+        |t| t.set_at_ms,
+    );
+    let receipts: Vec<Receipt> = fetch(db, "SELECT ?fields FROM erasure_requests").await?;
+    versions(
+        c,
+        "erasure_requests",
+        &receipts,
+        &data.receipts,
+        |r| r.request_id.clone(),
+        |r| r.version,
+    );
+    let runs: Vec<RetentionRun> = fetch(db, "SELECT ?fields FROM retention_runs").await?;
+    versions(
+        c,
+        "retention_runs",
+        &runs,
+        &data.retention_rows(),
+        |r| r.site_id,
+        |r| u64::from(r.ran_at),
+    );
+    // The ledger's rows are each one of a kind: all of them stay.
+    let mut ledger: Vec<LedgerRow> = fetch(db, "SELECT ?fields FROM erasure_ledger").await?;
+    let mut want = data.ledger_rows();
+    let key = |r: &LedgerRow| {
+        (
+            r.site_id,
+            r.id_kind.clone(),
+            r.id.clone(),
+            r.request_id.clone(),
+        )
+    };
+    ledger.sort_by_key(key);
+    want.sort_by_key(key);
+    c.rows("erasure_ledger read back", &ledger, &want);
+    // Secrets: the dataset's, and the one `migrate` made (random, so checked alone).
+    let secrets: Vec<SecretRow> = fetch(db, "SELECT ?fields FROM secrets").await?;
+    let (made, mut others): (Vec<SecretRow>, Vec<SecretRow>) = secrets
+        .into_iter()
+        .partition(|s| s.name == migrations::KEY_CACHE_MAC_SECRET);
+    let made: Vec<bool> = made
+        .iter()
+        .map(|s| s.value.len() == 64 && s.value.bytes().all(|b| b.is_ascii_hexdigit()))
+        .collect();
+    c.eq(
+        "migrate made one key cache MAC secret, 64 hex digits",
+        &made,
+        &vec![true],
+    );
+    let mut want = data.secrets.clone();
+    others.sort_by(|a, b| a.value.cmp(&b.value));
+    want.sort_by(|a, b| a.value.cmp(&b.value));
+    c.rows("secrets read back", &others, &want);
+
+    // The product's typed reads of receipts (each a statement of queries::ALL).
+    let latest_receipts = latest(&data.receipts, |r| r.request_id.clone(), |r| r.version);
+    let mut newest_first: Vec<Receipt> = latest_receipts.values().cloned().collect();
+    newest_first.sort_by(|a, b| {
+        (b.requested_at_ms, &a.request_id).cmp(&(a.requested_at_ms, &b.request_id))
+    });
+    let e = |e: rivulet_common::CommonError| e.to_string();
+    c.rows(
+        "privacy::receipts(all)",
+        &privacy::receipts(db, None).await.map_err(e)?,
+        &newest_first,
+    );
+    for site in compat::SITE_IDS.iter().chain([&compat::MISSING_SITE]) {
+        let want: Vec<Receipt> = newest_first
+            .iter()
+            .filter(|r| r.site_id == *site)
+            .cloned()
+            .collect();
+        c.rows(
+            &format!("privacy::receipts({site})"),
+            &privacy::receipts(db, Some(*site)).await.map_err(e)?,
+            &want,
+        );
+    }
+    for (id, want) in &latest_receipts {
+        c.eq(
+            &format!("privacy::receipt({id})"),
+            &privacy::receipt(db, id).await.map_err(e)?.as_ref(),
+            &Some(want),
+        );
+    }
+    // Oldest first: what the runner has to do.
+    let mut unfinished: Vec<Receipt> = newest_first
+        .iter()
+        .filter(|r| !r.is_finished())
+        .cloned()
+        .collect();
+    unfinished.sort_by(|a, b| {
+        (a.requested_at_ms, &a.request_id).cmp(&(b.requested_at_ms, &b.request_id))
+    });
+    c.rows(
+        "privacy::unfinished",
+        &privacy::unfinished(db).await.map_err(e)?,
+        &unfinished,
+    );
+    Ok(())
 }
 
 async fn fetch<T>(db: &Db, sql: &str) -> Result<Vec<T>, String>
