@@ -38,6 +38,16 @@ pub const ALIASES_OF_USER: &str = "SELECT anonymous_id FROM \
      (SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
       FROM person_aliases WHERE site_id = ? GROUP BY anonymous_id) WHERE owner = ? ORDER BY anonymous_id";
 
+/// The anonymous ids each of several users claimed (binds: site, then the users as an
+/// array): `privacy::request_erasures` reads a burst's aliases in a few queries, not one
+/// per person. `IN (SELECT arrayJoin(?))`, since 18.16 takes no array on the right of
+/// `IN`. Not in [`ALL`]: the compatibility test binds no arrays; tests/tests/privacy.rs
+/// runs it on the stack's server.
+pub const ALIASES_OF_USERS: &str = "SELECT anonymous_id, owner FROM \
+     (SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
+      FROM person_aliases WHERE site_id = ? GROUP BY anonymous_id) \
+     WHERE owner IN (SELECT arrayJoin(?)) ORDER BY owner, anonymous_id";
+
 /// A user's traits: the latest value of each, and whether that was a removal.
 pub const TRAITS_OF_USER: &str = "SELECT name, argMax(value, set_at_ms) AS latest, \
      argMax(removed, set_at_ms) AS is_removed, max(set_at_ms) AS updated_ms \
