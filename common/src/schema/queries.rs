@@ -15,6 +15,10 @@ pub const APPLIED_MIGRATIONS: &str =
 pub const SITES_MAX_ID: &str = "SELECT max(site_id) FROM sites";
 pub const SITES_ACTIVE: &str = "SELECT site_id, domain, name, created_at, deleted, version, \
      domains, allow_subdomains, retention_days FROM sites FINAL WHERE deleted = 0 ORDER BY site_id";
+/// Every site, deleted ones too (retention: a deleted site's events stay, so a month it
+/// may have rows in is not dropped whole unless its own retention has expired it).
+pub const SITES_ALL: &str = "SELECT site_id, domain, name, created_at, deleted, version, \
+     domains, allow_subdomains, retention_days FROM sites FINAL ORDER BY site_id";
 pub const SITE_BY_ID: &str = "SELECT site_id, domain, name, created_at, deleted, version, \
      domains, allow_subdomains, retention_days FROM sites FINAL WHERE site_id = ? AND deleted = 0";
 pub const KEYS_OF_SITE: &str =
@@ -271,6 +275,7 @@ pub const ALL: &[Statement] = &[
     st("applied_migrations", APPLIED_MIGRATIONS),
     st("sites_max_id", SITES_MAX_ID),
     st("sites_active", SITES_ACTIVE),
+    st("sites_all", SITES_ALL),
     st("site_by_id", SITE_BY_ID),
     st("keys_of_site", KEYS_OF_SITE),
     st("key_by_hash", KEY_BY_HASH),
