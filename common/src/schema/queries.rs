@@ -171,7 +171,8 @@ pub const REPLAY_STORED_ROWS: &str =
     "SELECT event_id, site_id, timestamp, received_at, type, event_name, properties, hostname, \
      pathname, querystring, page_title, referrer, channel, user_id, session_id, language, \
      screen_width, screen_height, country, region, city, lat, lon, browser, browser_version, \
-     operating_system, operating_system_version, device_type, is_bot, ip \
+     operating_system, operating_system_version, device_type, is_bot, ip, anonymous_id, tag, \
+     app_version, device_model, feature_flags, lcp, cls, inp, fcp, ttfb \
      FROM events FINAL WHERE site_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?)";
 
 /// `rivulet-admin replay --optimize`, on a single server: merge one month (`{partition}`,
@@ -324,6 +325,20 @@ mod tests {
             "SELECT pathname AS label, uniqExact(event_id) AS events, uniqExact(user_id) AS visitors \
              FROM events FINAL WHERE site_id = ? AND timestamp >= toDateTime(?) AND is_bot = 0 AND type = 'pageview' \
              GROUP BY label ORDER BY events DESC, label LIMIT 10"
+        );
+    }
+
+    /// Replay decodes the rows as `EventRow`s (RowBinary: by position), so the statement
+    /// must name every column, in order; it lost the columns of migration 4 once.
+    #[test]
+    fn replay_reads_every_column_of_the_row() {
+        let listed = REPLAY_STORED_ROWS
+            .strip_prefix("SELECT ")
+            .and_then(|s| s.split(" FROM ").next())
+            .unwrap();
+        assert_eq!(
+            listed,
+            super::super::column_names(super::super::events::COLUMNS)
         );
     }
 }
