@@ -13,6 +13,7 @@ pub mod client;
 pub mod compat;
 pub mod data;
 pub mod kafka;
+pub mod lifecycle;
 pub mod openapi;
 pub mod raw;
 pub mod retry;
