@@ -916,7 +916,7 @@ pub async fn erasure_burst(people: u64, max_mutations: u64) -> Burst {
             "seconds_to_done": (seconds * 100.0).round() / 100.0,
             "seconds_to_record": (recorded.as_secs_f64() * 100.0).round() / 100.0,
             "topology": if is_cluster() { "cluster" } else { "single" },
-            "clickhouse": db.server_version,
+            "clickhouse": db.server_version.to_string(),
         }),
     );
     println!("figures written to {}", path.display());
@@ -1797,7 +1797,7 @@ pub async fn export_rows(rows: u64, max_rss_mb: u64, artifact: Option<&str>) {
                 "exports_ran_at_once": true,
                 "build": if cfg!(debug_assertions) { "debug" } else { "release" },
                 "topology": if is_cluster() { "cluster" } else { "single" },
-                "clickhouse": db.server_version,
+                "clickhouse": db.server_version.to_string(),
             }),
         );
         println!("figures written to {}", path.display());
