@@ -152,12 +152,7 @@ pub async fn request_erasure(
     subject: &str,
     suppress: bool,
 ) -> Result<Receipt, CommonError> {
-    if subject.is_empty() || subject.chars().count() > MAX_ID_CHARS {
-        return Err(CommonError::Invalid(format!(
-            "the {} to erase must be 1 to {MAX_ID_CHARS} characters",
-            kind.as_str()
-        )));
-    }
+    check_subject(kind, subject)?;
     let mut ids = vec![(IdKind::UserId, subject.to_string())];
     if kind == SubjectKind::UserId {
         // The person as a whole: the anonymous ids they claimed (identify).
@@ -170,7 +165,104 @@ pub async fn request_erasure(
             .await?;
         ids.extend(aliases.into_iter().map(|a| (IdKind::AnonymousId, a)));
     }
+    let (ledger, receipt) = new_request(site_id, kind, subject, &ids, suppress, now_ms());
+    write_ledger(db, &ledger).await?;
+    write_receipt(db, &receipt).await?;
+    Ok(receipt)
+}
+
+/// How many bytes of user ids one read of their aliases names (ClickHouse parses at
+/// most `max_query_size`, 256 KiB by default, of a statement).
+const ALIAS_LOOKUP_BYTES: usize = 64 * 1024;
+
+/// Records the erasure of many people of one site at once, as `request_erasure` does for
+/// one: their aliases read in a few queries, then every ledger row in one insert and
+/// every receipt, `pending`, in another. A subject named twice is recorded once. Returns
+/// the receipts, in the order of `subjects`. The lifecycle runner erases them together
+/// (one set of mutations per batch of up to `ERASURE_BATCH_MAX` requests).
+pub async fn request_erasures(
+    db: &Db,
+    site_id: u32,
+    kind: SubjectKind,
+    subjects: &[String],
+    suppress: bool,
+) -> Result<Vec<Receipt>, CommonError> {
+    let mut seen = std::collections::HashSet::new();
+    let subjects: Vec<&str> = subjects
+        .iter()
+        .map(String::as_str)
+        .filter(|s| seen.insert(*s))
+        .collect();
+    for subject in &subjects {
+        check_subject(kind, subject)?;
+    }
+    let mut aliases: std::collections::HashMap<String, Vec<String>> =
+        std::collections::HashMap::new();
+    if kind == SubjectKind::UserId {
+        let mut rest = subjects.as_slice();
+        while !rest.is_empty() {
+            let mut bytes = 0;
+            let n = rest
+                .iter()
+                .take_while(|s| {
+                    bytes += s.len() + 4;
+                    bytes <= ALIAS_LOOKUP_BYTES
+                })
+                .count()
+                .max(1);
+            let (chunk, tail) = rest.split_at(n);
+            rest = tail;
+            let rows: Vec<(String, String)> = db
+                .client
+                .query(queries::ALIASES_OF_USERS)
+                .bind(site_id)
+                .bind(chunk)
+                .fetch_all()
+                .await?;
+            for (anonymous_id, owner) in rows {
+                aliases.entry(owner).or_default().push(anonymous_id);
+            }
+        }
+    }
     let now = now_ms();
+    let mut ledger = Vec::new();
+    let mut receipts = Vec::with_capacity(subjects.len());
+    for subject in subjects {
+        let mut ids = vec![(IdKind::UserId, subject.to_string())];
+        if let Some(claimed) = aliases.remove(subject) {
+            ids.extend(claimed.into_iter().map(|a| (IdKind::AnonymousId, a)));
+        }
+        let (rows, receipt) = new_request(site_id, kind, subject, &ids, suppress, now);
+        ledger.extend(rows);
+        receipts.push(receipt);
+    }
+    if receipts.is_empty() {
+        return Ok(receipts);
+    }
+    write_ledger(db, &ledger).await?;
+    write_receipts(db, &receipts).await?;
+    Ok(receipts)
+}
+
+fn check_subject(kind: SubjectKind, subject: &str) -> Result<(), CommonError> {
+    if subject.is_empty() || subject.chars().count() > MAX_ID_CHARS {
+        return Err(CommonError::Invalid(format!(
+            "the {} to erase must be 1 to {MAX_ID_CHARS} characters",
+            kind.as_str()
+        )));
+    }
+    Ok(())
+}
+
+/// The ledger rows and the `pending` receipt of a request to erase `ids`.
+fn new_request(
+    site_id: u32,
+    kind: SubjectKind,
+    subject: &str,
+    ids: &[(IdKind, String)],
+    suppress: bool,
+    now: u64,
+) -> (Vec<LedgerRow>, Receipt) {
     let request_id = format!("er_{}", uuid::Uuid::now_v7().simple());
     let ledger: Vec<LedgerRow> = ids
         .iter()
@@ -184,7 +276,6 @@ pub async fn request_erasure(
             added_at_ms: now,
         })
         .collect();
-    write_ledger(db, &ledger).await?;
     let receipt = Receipt {
         request_id,
         site_id,
@@ -204,8 +295,7 @@ pub async fn request_erasure(
         updated_at_ms: now,
         version: now * 1000,
     };
-    write_receipt(db, &receipt).await?;
-    Ok(receipt)
+    (ledger, receipt)
 }
 
 /// Writes a version of a receipt. Receipts and the ledger are written with the events'
@@ -213,6 +303,16 @@ pub async fn request_erasure(
 pub async fn write_receipt(db: &Db, receipt: &Receipt) -> Result<(), CommonError> {
     let mut insert = db.events.insert::<Receipt>(REQUESTS_TABLE).await?;
     insert.write(receipt).await?;
+    insert.end().await?;
+    Ok(())
+}
+
+/// Writes receipts in one insert.
+async fn write_receipts(db: &Db, receipts: &[Receipt]) -> Result<(), CommonError> {
+    let mut insert = db.events.insert::<Receipt>(REQUESTS_TABLE).await?;
+    for receipt in receipts {
+        insert.write(receipt).await?;
+    }
     insert.end().await?;
     Ok(())
 }

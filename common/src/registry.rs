@@ -255,6 +255,11 @@ impl Registry {
             .await?)
     }
 
+    /// Every site, deleted ones too, by id.
+    pub async fn list_sites_with_deleted(&self) -> Result<Vec<Site>, CommonError> {
+        Ok(self.db.client.query(queries::SITES_ALL).fetch_all().await?)
+    }
+
     /// The site if it exists and is not deleted.
     pub async fn get_site(&self, site_id: u32) -> Result<Option<Site>, CommonError> {
         Ok(self

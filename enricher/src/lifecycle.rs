@@ -314,8 +314,10 @@ impl Lifecycle {
     /// Removes what each site with a retention has kept longer.
     async fn apply_retention(&self) -> Result<(), clickhouse::error::Error> {
         let registry = Registry::new(self.db.clone());
-        let all_sites = registry.list_sites().await.map_err(ch_error)?;
-        let sites: BTreeMap<u32, u32> = all_sites
+        let sites: BTreeMap<u32, u32> = registry
+            .list_sites()
+            .await
+            .map_err(ch_error)?
             .iter()
             .filter(|s| s.retention_days > 0)
             .map(|s| (s.site_id, s.retention_days))
@@ -349,7 +351,11 @@ impl Lifecycle {
         };
         let removed: HashMap<u32, u64> = expired.iter().map(|e| (e.site_id, e.n)).collect();
         if !expired.is_empty() {
-            let dropped = self.drop_expired_months(&all_sites, &cutoffs).await?;
+            // Deleted sites too: their events stay (`sites delete`), and no retention of
+            // theirs is applied by the deletes below, so a month they may have rows in
+            // is dropped only if their own retention has expired it.
+            let every_site = registry.list_sites_with_deleted().await.map_err(ch_error)?;
+            let dropped = self.drop_expired_months(&every_site, today).await?;
             // What the dropped months did not take.
             let mut q = self
                 .db
@@ -411,15 +417,16 @@ impl Lifecycle {
     }
 
     /// Drops the months of `events` that end before every site's cutoff, when every
-    /// site has a retention. A month is judged by the registry, not by the rows in it:
-    /// an import or a late event may bring a site's rows into an old month at any
-    /// moment, and only a month every site has expired loses nothing it should keep.
+    /// site — deleted ones included — has a retention. A month is judged by the
+    /// registry, not by the rows in it: an import or a late event may bring a site's
+    /// rows into an old month at any moment, and only a month every site has expired
+    /// loses nothing it should keep.
     async fn drop_expired_months(
         &self,
         sites: &[Site],
-        cutoffs: &BTreeMap<u32, u64>,
+        today: u64,
     ) -> Result<usize, clickhouse::error::Error> {
-        let Some(limit) = droppable_before(sites, cutoffs) else {
+        let Some(limit) = droppable_before(sites, today) else {
             return Ok(0);
         };
         let months: Vec<u32> = self
@@ -442,17 +449,16 @@ impl Lifecycle {
     }
 }
 
-/// The time before which whole months may be dropped: the earliest cutoff, when every
-/// site has a retention (a site that keeps everything keeps every month).
-fn droppable_before(sites: &[Site], cutoffs: &BTreeMap<u32, u64>) -> Option<u64> {
+/// The time before which whole months may be dropped: the earliest cutoff (the start of
+/// `today`, less each site's retention), when every site of `sites` has a retention (a
+/// site that keeps everything keeps every month; a deleted site keeps its events).
+fn droppable_before(sites: &[Site], today: u64) -> Option<u64> {
     if sites.is_empty() || sites.iter().any(|s| s.retention_days == 0) {
         return None;
     }
     sites
         .iter()
-        .map(|s| cutoffs.get(&s.site_id).copied())
-        .collect::<Option<Vec<u64>>>()?
-        .into_iter()
+        .map(|s| today.saturating_sub(u64::from(s.retention_days) * 86_400))
         .min()
 }
 
@@ -549,13 +555,24 @@ mod tests {
 
     #[test]
     fn months_are_dropped_only_when_every_site_has_expired_them() {
-        let cutoffs = BTreeMap::from([(1, 5_000_000), (2, 9_000_000)]);
+        let today = 100 * 86_400;
         let both = [site(1, 30), site(2, 10)];
-        assert_eq!(droppable_before(&both, &cutoffs), Some(5_000_000));
+        assert_eq!(droppable_before(&both, today), Some(70 * 86_400));
         // A site that keeps everything keeps every month, even one it has no rows in.
         let with_keeper = [site(1, 30), site(2, 10), site(3, 0)];
-        assert_eq!(droppable_before(&with_keeper, &cutoffs), None);
-        assert_eq!(droppable_before(&[], &cutoffs), None);
+        assert_eq!(droppable_before(&with_keeper, today), None);
+        assert_eq!(droppable_before(&[], today), None);
+        // A deleted site's events stay: without a retention of its own it keeps every
+        // month; with one, its cutoff counts like any other.
+        let deleted = |id, days| Site {
+            deleted: 1,
+            ..site(id, days)
+        };
+        assert_eq!(droppable_before(&[site(1, 30), deleted(4, 0)], today), None);
+        assert_eq!(
+            droppable_before(&[site(1, 30), deleted(4, 60)], today),
+            Some(40 * 86_400)
+        );
     }
 
     #[test]

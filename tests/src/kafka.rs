@@ -2,6 +2,8 @@
 //! made: so a test sees its own messages, not earlier ones.
 
 use crate::wait::Pace;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
@@ -94,4 +96,119 @@ impl Default for RawTopicReader {
     fn default() -> Self {
         Self::new()
     }
+}
+
+fn admin_client() -> AdminClient<DefaultClientContext> {
+    crate::load_stack_env();
+    rivulet_common::kafka::base_config()
+        .create()
+        .expect("a Kafka admin client")
+}
+
+/// Creates a topic of a test's own, replicated as the stack's `events.raw` is: on up to
+/// three brokers, with `min.insync.replicas=2` when there are three. Waits until every
+/// partition has a leader.
+pub async fn create_topic(name: &str, partitions: i32) {
+    let brokers = rivulet_common::kafka::brokers().split(',').count() as i32;
+    let replicas = brokers.clamp(1, 3);
+    let min_insync = if replicas >= 3 { "2" } else { "1" };
+    let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(replicas))
+        .set("min.insync.replicas", min_insync);
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let results = admin_client()
+        .create_topics([&topic], &options)
+        .await
+        .unwrap_or_else(|e| panic!("creating topic {name}: {e}"));
+    for r in results {
+        r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
+    }
+    let name = name.to_string();
+    tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = rivulet_common::kafka::base_config().create().unwrap();
+        Pace::within(Duration::from_secs(30))
+            .every(Duration::from_millis(200))
+            .poll_blocking(|| {
+                let md = consumer
+                    .fetch_metadata(Some(&name), Duration::from_secs(5))
+                    .map_err(|e| e.to_string())?;
+                let t = &md.topics()[0];
+                let led = t.partitions().iter().filter(|p| p.leader() >= 0).count();
+                if t.error().is_none() && led == partitions as usize {
+                    Ok(())
+                } else {
+                    Err(format!("{led} of {partitions} partitions led"))
+                }
+            })
+            .unwrap_or_else(|e| panic!("topic {name} has no leaders within 30 s: {e}"));
+    })
+    .await
+    .unwrap();
+}
+
+/// Deletes a test's topic (at its end: what it wrote is no one else's).
+pub async fn delete_topic(name: &str) {
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let results = admin_client()
+        .delete_topics(&[name], &options)
+        .await
+        .unwrap_or_else(|e| panic!("deleting topic {name}: {e}"));
+    for r in results {
+        r.unwrap_or_else(|(t, e)| panic!("deleting topic {t}: {e}"));
+    }
+}
+
+/// How many messages of `topic` the consumer group `group` has not committed: 0 once
+/// every message it read is stored (an enricher commits only after its insert). Blocks.
+pub fn group_lag(group: &str, topic: &str) -> i64 {
+    crate::load_stack_env();
+    let consumer: BaseConsumer = rivulet_common::kafka::base_config()
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let timeout = Duration::from_secs(10);
+    let md = consumer
+        .fetch_metadata(Some(topic), timeout)
+        .expect("Kafka metadata");
+    let mut tpl = TopicPartitionList::new();
+    for p in md.topics()[0].partitions() {
+        tpl.add_partition(topic, p.id());
+    }
+    let committed = consumer
+        .committed_offsets(tpl, timeout)
+        .expect("the group's committed offsets");
+    committed
+        .elements()
+        .iter()
+        .map(|e| {
+            let (low, high) = consumer
+                .fetch_watermarks(topic, e.partition(), timeout)
+                .unwrap();
+            let at = match e.offset() {
+                Offset::Offset(o) => o,
+                _ => low,
+            };
+            high - at
+        })
+        .sum()
+}
+
+/// Waits until `group` has committed every message of `topic`.
+pub async fn wait_group_caught_up(group: &str, topic: &str, within: Duration) {
+    Pace::within(within)
+        .every(Duration::from_millis(250))
+        .poll_until(
+            &format!("group {group} did not commit every message of {topic}"),
+            || async {
+                let (g, t) = (group.to_string(), topic.to_string());
+                match tokio::task::spawn_blocking(move || group_lag(&g, &t))
+                    .await
+                    .unwrap()
+                {
+                    0 => Ok(()),
+                    lag => Err(format!("{lag} messages not committed")),
+                }
+            },
+        )
+        .await
 }

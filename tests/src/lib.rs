@@ -12,6 +12,7 @@ pub mod attack;
 pub mod client;
 pub mod data;
 pub mod kafka;
+pub mod lifecycle;
 pub mod openapi;
 pub mod raw;
 pub mod retry;

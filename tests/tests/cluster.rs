@@ -11,7 +11,13 @@
 //! - an insert acknowledged by the cluster survives the loss of a replica of every shard
 //!   right after the acknowledgement;
 //! - ingest answers 200 while one broker of three is down, and 503, never 200, when two
-//!   are (`min.insync.replicas=2`).
+//!   are (`min.insync.replicas=2`);
+//! - the data's lifecycle (`rivulet_tests::lifecycle`, which tests/tests/privacy.rs runs on
+//!   the single node): a person erased with events in flight is gone from every replica
+//!   after a restart, a replay and a new consumer group; a burst of erasures takes a few
+//!   mutations; retention removes a site's expired rows on every replica and, since this
+//!   stack's registry is the suite's own, drops whole months once every site has a
+//!   retention; an export equals the table in constant memory.
 
 use rivulet_common::ch::ChConfig;
 use rivulet_common::schema::events::EventRow;
@@ -342,4 +348,37 @@ async fn ingest_answers_200_with_one_broker_down_and_never_200_with_two() {
             }
         })
         .await;
+}
+
+#[tokio::test]
+async fn an_erased_person_is_gone_from_every_replica_and_stays_gone() {
+    nodes();
+    rivulet_tests::lifecycle::erasure_with_events_in_flight(1).await;
+}
+
+#[tokio::test]
+async fn a_burst_of_erasures_takes_a_few_mutations_on_every_server() {
+    nodes();
+    // ON CLUSTER: each server runs the mutations of its shard's tables and of the people
+    // tables every server holds; a round is one per table, rounds repeat while a replica
+    // still has a row.
+    rivulet_tests::lifecycle::erasure_burst(1000, 8).await;
+}
+
+#[tokio::test]
+async fn retention_removes_a_sites_expired_rows_on_every_replica() {
+    nodes();
+    rivulet_tests::lifecycle::retention_by_site().await;
+}
+
+#[tokio::test]
+async fn retention_drops_whole_months_once_every_site_has_expired_them() {
+    nodes();
+    rivulet_tests::lifecycle::retention_drops_whole_months().await;
+}
+
+#[tokio::test]
+async fn an_export_from_the_cluster_equals_the_table_in_constant_memory() {
+    nodes();
+    rivulet_tests::lifecycle::export_rows(100_000, 100, Some("export-100k-cluster.json")).await;
 }

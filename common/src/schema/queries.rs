@@ -15,6 +15,10 @@ pub const APPLIED_MIGRATIONS: &str =
 pub const SITES_MAX_ID: &str = "SELECT max(site_id) FROM sites";
 pub const SITES_ACTIVE: &str = "SELECT site_id, domain, name, created_at, deleted, version, \
      domains, allow_subdomains, retention_days FROM sites FINAL WHERE deleted = 0 ORDER BY site_id";
+/// Every site, deleted ones too (retention: a deleted site's events stay, so a month it
+/// may have rows in is not dropped whole unless its own retention has expired it).
+pub const SITES_ALL: &str = "SELECT site_id, domain, name, created_at, deleted, version, \
+     domains, allow_subdomains, retention_days FROM sites FINAL ORDER BY site_id";
 pub const SITE_BY_ID: &str = "SELECT site_id, domain, name, created_at, deleted, version, \
      domains, allow_subdomains, retention_days FROM sites FINAL WHERE site_id = ? AND deleted = 0";
 pub const KEYS_OF_SITE: &str =
@@ -37,6 +41,16 @@ pub const SECRET_VALUE: &str = "SELECT min(value) FROM secrets WHERE name = ?";
 pub const ALIASES_OF_USER: &str = "SELECT anonymous_id FROM \
      (SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
       FROM person_aliases WHERE site_id = ? GROUP BY anonymous_id) WHERE owner = ? ORDER BY anonymous_id";
+
+/// The anonymous ids each of several users claimed (binds: site, then the users as an
+/// array): `privacy::request_erasures` reads a burst's aliases in a few queries, not one
+/// per person. `IN (SELECT arrayJoin(?))`, since 18.16 takes no array on the right of
+/// `IN`. Not in [`ALL`]: the compatibility test binds no arrays; tests/tests/privacy.rs
+/// runs it on the stack's server.
+pub const ALIASES_OF_USERS: &str = "SELECT anonymous_id, owner FROM \
+     (SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
+      FROM person_aliases WHERE site_id = ? GROUP BY anonymous_id) \
+     WHERE owner IN (SELECT arrayJoin(?)) ORDER BY owner, anonymous_id";
 
 /// A user's traits: the latest value of each, and whether that was a removal.
 pub const TRAITS_OF_USER: &str = "SELECT name, argMax(value, set_at_ms) AS latest, \
@@ -277,6 +291,7 @@ pub const ALL: &[Statement] = &[
     st("applied_migrations", APPLIED_MIGRATIONS),
     st("sites_max_id", SITES_MAX_ID),
     st("sites_active", SITES_ACTIVE),
+    st("sites_all", SITES_ALL),
     st("site_by_id", SITE_BY_ID),
     st("keys_of_site", KEYS_OF_SITE),
     st("key_by_hash", KEY_BY_HASH),
