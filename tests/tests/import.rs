@@ -130,12 +130,20 @@ async fn import_lane_caught_up() {
     group_caught_up(IMPORT, IMPORT_GROUP, Duration::from_secs(300)).await;
 }
 
-/// The messages of `reader` for `site`: read until `expect` of them came, then until
-/// none has come for 3 s (the import was acknowledged before: everything it sent is in
-/// the topic already, and more would show up at once), at most a minute.
-fn messages_for_site(reader: &TopicReader, site: u32, expect: usize) -> Vec<Value> {
+/// The messages of `reader` for `site`, decoded as `T`: read until `expect` of them
+/// came, then until none has come for 3 s (the import was acknowledged before: all it
+/// sent is in the topic already, and more would show up at once), at most two minutes.
+fn site_messages<T: serde::de::DeserializeOwned>(
+    reader: &TopicReader,
+    site: u32,
+    expect: usize,
+) -> Vec<T> {
+    #[derive(serde::Deserialize)]
+    struct Site {
+        site_id: u32,
+    }
     let mut found = Vec::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let mut quiet_since = std::time::Instant::now();
     while std::time::Instant::now() < deadline
         && (found.len() < expect || quiet_since.elapsed() < Duration::from_secs(3))
@@ -143,15 +151,30 @@ fn messages_for_site(reader: &TopicReader, site: u32, expect: usize) -> Vec<Valu
         let Some(m) = reader.next(Duration::from_millis(200)) else {
             continue;
         };
-        let Ok(v) = serde_json::from_slice::<Value>(m.payload().unwrap_or_default()) else {
-            continue;
-        };
-        if v["site_id"] == site {
-            found.push(v);
+        let payload = m.payload().unwrap_or_default();
+        if serde_json::from_slice::<Site>(payload).is_ok_and(|s| s.site_id == site) {
+            found.push(serde_json::from_slice(payload).unwrap());
             quiet_since = std::time::Instant::now();
         }
     }
     found
+}
+
+/// `site_messages` as JSON.
+fn messages_for_site(reader: &TopicReader, site: u32, expect: usize) -> Vec<Value> {
+    site_messages(reader, site, expect)
+}
+
+/// The event ids of `site_messages`.
+fn event_ids_for_site(reader: &TopicReader, site: u32, expect: usize) -> Vec<Uuid> {
+    #[derive(serde::Deserialize)]
+    struct Id {
+        event_id: Uuid,
+    }
+    site_messages::<Id>(reader, site, expect)
+        .into_iter()
+        .map(|m| m.event_id)
+        .collect()
 }
 
 fn secs(rfc3339: &str) -> u32 {
@@ -622,6 +645,7 @@ async fn an_import_killed_mid_way_resumes_from_its_state_file_and_stores_every_e
         out.flush().unwrap();
     }
     let state = dir.join("big.state.json");
+    let topic = TopicReader::from_end(IMPORT);
 
     // The first run reads the file from a pipe that this test fills at about 20,000
     // lines a second, so that it is surely killed mid-way: once its state file says
@@ -642,10 +666,17 @@ async fn an_import_killed_mid_way_resumes_from_its_state_file_and_stores_every_e
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let mut pipe = child.stdin.take().unwrap();
     let mut written = 0usize;
+    // Once the state says 20,000 are done, half a second more (less than the second
+    // between two saves), so that events acknowledged after the last save are in Kafka
+    // when the import dies: those are the ones the second run sends again.
+    let mut saved_at = None;
     let saved_at_kill = loop {
         let saved = read_state(&state).and_then(|s| s["records_done"].as_u64());
         if let Some(done) = saved.filter(|d| *d >= 20_000) {
-            break done;
+            let since = *saved_at.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() >= Duration::from_millis(500) {
+                break done;
+            }
         }
         assert!(
             written < lines.len(),
@@ -674,12 +705,39 @@ async fn an_import_killed_mid_way_resumes_from_its_state_file_and_stores_every_e
     );
     eprintln!("killed after {written} lines written, {saved} records saved as done");
 
+    // What the first run got into Kafka: every record it saved as done, and maybe some
+    // after (acknowledged, not saved yet).
+    let mut sent = event_ids_for_site(&topic, site, saved as usize);
+    let first_run = sent.len() as u64;
+    assert!(
+        first_run >= saved,
+        "{first_run} sent, {saved} saved as done"
+    );
+
     // The second run, on the whole file with the same state: it goes on from there.
     let summary = import(site, "rivulet", &file, &["--state", &state_arg]).json();
     assert_eq!(summary["resumed_after"], saved, "{summary}");
     assert_eq!(summary["read"], TOTAL - saved, "{summary}");
     assert_eq!(summary["imported"], TOTAL - saved, "{summary}");
     assert!(!state.exists(), "a finished import removes its state file");
+
+    let second_run = event_ids_for_site(&topic, site, (TOTAL - saved) as usize);
+    assert_eq!(
+        second_run.len() as u64,
+        TOTAL - saved,
+        "the second run sends what was not saved as done, once"
+    );
+    sent.extend(second_run);
+    let distinct: std::collections::HashSet<&Uuid> = sent.iter().collect();
+    assert_eq!(
+        distinct.len() as u64,
+        TOTAL,
+        "every event of the file went through Kafka"
+    );
+    eprintln!(
+        "{} events sent by both runs (acknowledged after the first run's last save)",
+        first_run - saved
+    );
 
     let n = stored(site, TOTAL, Duration::from_secs(300)).await;
     assert_eq!(n, TOTAL, "every event of the file is stored");
@@ -700,7 +758,7 @@ async fn an_import_killed_mid_way_resumes_from_its_state_file_and_stores_every_e
     ))
     .await;
     eprintln!(
-        "{raw} rows before merges for {TOTAL} events: {} sent twice (after the last save)",
+        "{raw} rows before ClickHouse's merges for {TOTAL} events: {} duplicates not merged yet",
         raw - TOTAL
     );
     let _ = std::fs::remove_dir_all(dir);
