@@ -28,6 +28,8 @@ COPY admin ./admin
 COPY ingest ./ingest
 COPY enricher ./enricher
 COPY tests ./tests
+COPY bench ./bench
+COPY compat ./compat
 
 # The registry and target dir live in BuildKit cache mounts, so a rebuild after a code
 # change recompiles only the workspace crates, not librdkafka and the dependencies. The

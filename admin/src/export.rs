@@ -1,6 +1,9 @@
 //! `rivulet-admin export`: a site's events (or one person's, for an access request) as
 //! NDJSON or CSV, streamed from ClickHouse a row at a time, so memory stays flat however
-//! many rows there are (docs/privacy.md, "Export").
+//! many rows there are (docs/privacy.md, "Export"). The bytes go to a [`Sink`] a chunk at
+//! a time: a file or stdout for the CLI, a response body for the dashboard
+//! (`dashboard::download`), which waits while its client reads slower than ClickHouse
+//! answers.
 //!
 //! An NDJSON line is the tracking API's shape with `event_id`, `timestamp` and the
 //! enriched columns (`rivulet-admin import --format rivulet` reads it back), plus
@@ -11,7 +14,8 @@ use clickhouse::Row;
 use rivulet_common::ch::Db;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::io::{IsTerminal, Write};
+use std::future::Future;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +43,56 @@ pub struct Request {
     pub from: Option<u32>,
     pub to: Option<u32>,
     pub format: Format,
+    /// Counts the rows first and shows progress on stderr (the CLI, on a terminal).
+    pub progress: bool,
+}
+
+impl Format {
+    /// The file name extension, and the media type of a download.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Ndjson => "ndjson",
+            Format::Csv => "csv",
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Ndjson => "application/x-ndjson; charset=utf-8",
+            Format::Csv => "text/csv; charset=utf-8",
+        }
+    }
+}
+
+/// `--from`/`--to` (and the download's `from`/`to`): RFC 3339, a UTC date, or a time
+/// before now (`90m`, `7d`), as `replay` reads them; epoch seconds.
+pub fn parse_bound(s: &str) -> Result<u32, AdminError> {
+    let now_ms = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
+    let ms = crate::replay::parse_time(s, now_ms)?;
+    u32::try_from(ms.div_euclid(1000))
+        .map_err(|_| AdminError::Usage(format!("{s:?} is outside the times events can have")))
+}
+
+/// How many bytes of rows are gathered before they are handed to the sink.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// Where an export's bytes go, a chunk (about [`CHUNK_BYTES`]) at a time. `write` returns
+/// when the chunk is taken, which is how a slow reader holds the export back instead of
+/// letting rows pile up in memory.
+pub trait Sink {
+    fn write(&mut self, chunk: Vec<u8>) -> impl Future<Output = Result<(), AdminError>> + Send;
+}
+
+/// A file or stdout (the CLI): written at once.
+pub struct WriteSink<W>(pub W);
+
+impl<W: Write + Send> Sink for WriteSink<W> {
+    async fn write(&mut self, chunk: Vec<u8>) -> Result<(), AdminError> {
+        self.0
+            .write_all(&chunk)
+            .and_then(|()| self.0.flush())
+            .map_err(io)
+    }
 }
 
 /// One exported event: the columns of `events` and the resolved person.
@@ -308,9 +362,13 @@ const COLUMNS: &str = "event_id, site_id, timestamp, received_at, type, event_na
     app_version, device_model, feature_flags, lcp, cls, inp, fcp, ttfb, \
     if(a.owner != '', a.owner, e.user_id) AS person_id";
 
-/// Writes the export to `out`; returns how many events. Progress goes to stderr when it
-/// is a terminal.
-pub async fn export(db: &Db, req: &Request, out: impl Write) -> Result<u64, AdminError> {
+/// Writes the export to `out`; returns how many events. With `req.progress`, progress
+/// goes to stderr.
+pub async fn export<S: Sink + Send>(
+    db: &Db,
+    req: &Request,
+    out: &mut S,
+) -> Result<u64, AdminError> {
     let (cond, binds) = filter(req);
     let query = |what: &str, order: &str| {
         let mut q = db
@@ -323,7 +381,7 @@ pub async fn export(db: &Db, req: &Request, out: impl Write) -> Result<u64, Admi
         }
         q
     };
-    let progress = std::io::stderr().is_terminal();
+    let progress = req.progress;
     let total = if progress {
         query("count()", "").fetch_one::<u64>().await.map_err(ch)?
     } else {
@@ -332,20 +390,24 @@ pub async fn export(db: &Db, req: &Request, out: impl Write) -> Result<u64, Admi
     let mut cursor = query(COLUMNS, " ORDER BY e.timestamp, e.event_id")
         .fetch::<ExportRow>()
         .map_err(ch)?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    let mut buf = Vec::with_capacity(CHUNK_BYTES + 4096);
     if req.format == Format::Csv {
-        writeln!(out, "{}", FIELDS.join(",")).map_err(io)?;
+        writeln!(buf, "{}", FIELDS.join(",")).map_err(io)?;
     }
     let (mut n, mut shown) = (0u64, Instant::now());
     while let Some(row) = cursor.next().await.map_err(ch)? {
         match req.format {
             Format::Ndjson => {
-                serde_json::to_writer(&mut out, &row.line()).map_err(|e| io(e.into()))?;
-                out.write_all(b"\n").map_err(io)?;
+                serde_json::to_writer(&mut buf, &row.line()).map_err(|e| io(e.into()))?;
+                buf.push(b'\n');
             }
-            Format::Csv => writeln!(out, "{}", row.csv_record()).map_err(io)?,
+            Format::Csv => writeln!(buf, "{}", row.csv_record()).map_err(io)?,
         }
         n += 1;
+        if buf.len() >= CHUNK_BYTES {
+            let chunk = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK_BYTES + 4096));
+            out.write(chunk).await?;
+        }
         if progress && shown.elapsed() >= Duration::from_millis(200) {
             shown = Instant::now();
             eprint!(
@@ -354,7 +416,9 @@ pub async fn export(db: &Db, req: &Request, out: impl Write) -> Result<u64, Admi
             );
         }
     }
-    out.flush().map_err(io)?;
+    if !buf.is_empty() {
+        out.write(buf).await?;
+    }
     if progress {
         eprintln!("\rexported {n} of {total} events          ");
     }
@@ -389,6 +453,7 @@ mod tests {
             from: Some(10),
             to: None,
             format: Format::Ndjson,
+            progress: false,
         };
         let (cond, binds) = filter(&req);
         assert_eq!(
@@ -400,7 +465,9 @@ mod tests {
 
     #[test]
     fn the_csv_header_names_every_field_of_a_line() {
-        let row: ExportRow = serde_json::from_value(serde_json::json!({
+        // From text: `clickhouse::serde::uuid` reads a UUID from a borrowed string, which
+        // `from_value` cannot lend.
+        let row: ExportRow = serde_json::from_str(&serde_json::json!({
             "event_id": "0190d6a0-0000-7000-8000-000000000001", "site_id": 1, "timestamp": 0,
             "received_at": 0, "type": "pageview", "event_name": "", "properties": "",
             "hostname": "", "pathname": "/", "querystring": "", "page_title": "", "referrer": "",
@@ -411,7 +478,8 @@ mod tests {
             "anonymous_id": "", "tag": "", "app_version": "", "device_model": "",
             "feature_flags": "", "lcp": null, "cls": null, "inp": null, "fcp": null, "ttfb": null,
             "person_id": ""
-        }))
+        })
+        .to_string())
         .unwrap();
         // Serialised in FIELDS' order: the NDJSON line and the CSV columns agree.
         let text = serde_json::to_string(&row.line()).unwrap();

@@ -354,18 +354,14 @@ async fn run(command: Command) -> Result<Value, AdminError> {
             format,
             output,
         } => {
-            let now_ms =
-                (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
-            let secs = |t: Option<String>| -> Result<Option<u32>, AdminError> {
-                t.map(|t| replay::parse_time(&t, now_ms).map(|ms| (ms / 1000) as u32))
-                    .transpose()
-            };
+            let secs = |t: Option<String>| t.as_deref().map(export::parse_bound).transpose();
             let req = export::Request {
                 site_id,
                 user_id,
                 from: secs(from)?,
                 to: secs(to)?,
                 format,
+                progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             };
             let db = connect().await?;
             let n = match &output {
@@ -373,9 +369,11 @@ async fn run(command: Command) -> Result<Value, AdminError> {
                     let file = std::fs::File::create(path).map_err(|e| {
                         AdminError::Usage(format!("cannot create {}: {e}", path.display()))
                     })?;
-                    export::export(&db, &req, file).await?
+                    export::export(&db, &req, &mut export::WriteSink(file)).await?
                 }
-                None => export::export(&db, &req, std::io::stdout().lock()).await?,
+                None => {
+                    export::export(&db, &req, &mut export::WriteSink(std::io::stdout())).await?
+                }
             };
             // The rows are the output: the summary goes to stderr.
             eprintln!("{n} events exported");

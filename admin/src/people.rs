@@ -28,17 +28,39 @@ struct Counts {
     sessions: u64,
 }
 
+/// One of a person's latest events.
 #[derive(Row, Deserialize)]
-struct Recent {
-    timestamp: u32,
+pub struct Recent {
+    pub timestamp: u32,
     #[serde(rename = "type")]
-    event_type: String,
-    event_name: String,
-    pathname: String,
-    anonymous_id: String,
-    country: String,
-    browser: String,
-    device_type: String,
+    pub event_type: String,
+    pub event_name: String,
+    pub pathname: String,
+    pub anonymous_id: String,
+    pub country: String,
+    pub browser: String,
+    pub device_type: String,
+}
+
+/// A person as Rivulet knows them (`users show`, the dashboard's user page).
+pub struct Profile {
+    pub site_id: u32,
+    pub user_id: String,
+    /// Each trait's latest value, as JSON, by name (removed ones left out).
+    pub traits: Map<String, Value>,
+    /// When a trait was last set or removed (epoch ms), 0 if never.
+    pub traits_updated_ms: u64,
+    /// The anonymous ids this user claimed (identify).
+    pub aliases: Vec<String>,
+    /// Epoch seconds; `None` without events.
+    pub first_seen: Option<u32>,
+    pub last_seen: Option<u32>,
+    pub events: u64,
+    /// Those sent under an anonymous id (before identify).
+    pub events_before_identify: u64,
+    pub sessions: u64,
+    /// The 20 latest, newest first.
+    pub recent_events: Vec<Recent>,
 }
 
 fn ch(e: clickhouse::error::Error) -> AdminError {
@@ -47,6 +69,11 @@ fn ch(e: clickhouse::error::Error) -> AdminError {
 
 /// The person `user_id` of `site_id`, as JSON; NotFound when Rivulet knows nothing of them.
 pub async fn show(db: &Db, site_id: u32, user_id: &str) -> Result<Value, AdminError> {
+    Ok(profile(db, site_id, user_id).await?.to_json())
+}
+
+/// The person `user_id` of `site_id`; NotFound when Rivulet knows nothing of them.
+pub async fn profile(db: &Db, site_id: u32, user_id: &str) -> Result<Profile, AdminError> {
     let traits: Vec<TraitValue> = db
         .client
         .query(queries::TRAITS_OF_USER)
@@ -98,28 +125,42 @@ pub async fn show(db: &Db, site_id: u32, user_id: &str) -> Result<Value, AdminEr
             profile.insert(t.name.clone(), value);
         }
     }
-    let seen = |secs: u32| {
-        if counts.events > 0 {
-            rfc3339(secs)
-        } else {
-            Value::Null
-        }
-    };
-    Ok(json!({
-        "site_id": site_id,
-        "user_id": user_id,
-        "traits": profile,
-        "traits_updated_at": if updated > 0 { rfc3339((updated / 1000) as u32) } else { Value::Null },
-        "aliases": aliases,
-        "first_seen": seen(counts.first_seen),
-        "last_seen": seen(counts.last_seen),
-        "events": counts.events,
-        "events_before_identify": counts.anonymous_events,
-        "sessions": counts.sessions,
-        "recent_events": recent.iter().map(|r| json!({
-            "timestamp": rfc3339(r.timestamp), "type": r.event_type, "event_name": r.event_name,
-            "pathname": r.pathname, "anonymous_id": r.anonymous_id, "country": r.country,
-            "browser": r.browser, "device_type": r.device_type,
-        })).collect::<Vec<_>>(),
-    }))
+    let seen = |secs: u32| (counts.events > 0).then_some(secs);
+    Ok(Profile {
+        site_id,
+        user_id: user_id.to_string(),
+        traits: profile,
+        traits_updated_ms: updated,
+        aliases,
+        first_seen: seen(counts.first_seen),
+        last_seen: seen(counts.last_seen),
+        events: counts.events,
+        events_before_identify: counts.anonymous_events,
+        sessions: counts.sessions,
+        recent_events: recent,
+    })
+}
+
+impl Profile {
+    /// The CLI's and the admin API's shape.
+    pub fn to_json(&self) -> Value {
+        let time = |secs: Option<u32>| secs.map(rfc3339).unwrap_or(Value::Null);
+        json!({
+            "site_id": self.site_id,
+            "user_id": self.user_id,
+            "traits": self.traits,
+            "traits_updated_at": if self.traits_updated_ms > 0 { rfc3339((self.traits_updated_ms / 1000) as u32) } else { Value::Null },
+            "aliases": self.aliases,
+            "first_seen": time(self.first_seen),
+            "last_seen": time(self.last_seen),
+            "events": self.events,
+            "events_before_identify": self.events_before_identify,
+            "sessions": self.sessions,
+            "recent_events": self.recent_events.iter().map(|r| json!({
+                "timestamp": rfc3339(r.timestamp), "type": r.event_type, "event_name": r.event_name,
+                "pathname": r.pathname, "anonymous_id": r.anonymous_id, "country": r.country,
+                "browser": r.browser, "device_type": r.device_type,
+            })).collect::<Vec<_>>(),
+        })
+    }
 }

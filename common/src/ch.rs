@@ -1,10 +1,9 @@
-//! ClickHouse connection settings and a client that works with both the 18.16 server of
-//! the dev machines and a current one.
-//!
-//! The `clickhouse` crate's row validation sends a setting 18.16 does not know, and its
-//! LZ4 framing makes 18.16 return empty results; both are switched on only for servers
-//! that support them (decided from `SELECT version()`), unless set explicitly.
+//! ClickHouse connection settings and a client with the settings the server's version
+//! takes: `connect` reads `SELECT version()`, and row validation and LZ4 compression follow
+//! [`clickhouse_versions::row_validation`] and [`clickhouse_versions::lz4`] unless
+//! `CLICKHOUSE_VALIDATION` / `CLICKHOUSE_COMPRESSION` set them.
 
+use crate::clickhouse_versions::{self, ServerVersion};
 use crate::schema::queries;
 use crate::topology::Topology;
 use crate::{config, CommonError};
@@ -16,9 +15,11 @@ pub struct ChConfig {
     pub database: String,
     pub user: String,
     pub password: String,
-    /// `CLICKHOUSE_VALIDATION`: `auto` (default), `on`, `off`.
+    /// `CLICKHOUSE_VALIDATION`: `auto` (default, `None`:
+    /// [`clickhouse_versions::row_validation`]), `on`, `off`.
     pub validation: Option<bool>,
-    /// `CLICKHOUSE_COMPRESSION`: `auto` (default), `lz4`, `none`.
+    /// `CLICKHOUSE_COMPRESSION`: `auto` (default, `None`: [`clickhouse_versions::lz4`]),
+    /// `lz4`, `none`.
     pub lz4: Option<bool>,
     /// `CLICKHOUSE_CLUSTER`: a single server, or the cluster the schema spans.
     pub topology: Topology,
@@ -106,8 +107,8 @@ impl ChConfig {
     /// `client` with the settings of the enricher's inserts into `events`. On a cluster an
     /// insert is acknowledged only once it is durable: the `Distributed` table writes each
     /// shard's rows synchronously (`insert_distributed_sync`), and each shard's part
-    /// reaches `insert_quorum` replicas first. (Settings go as URL parameters: 18.16 has
-    /// no `INSERT … SETTINGS`.)
+    /// reaches `insert_quorum` replicas first. (Settings go as URL parameters, as
+    /// [`clickhouse_versions`] explains.)
     fn events_client(&self, client: &Client) -> Client {
         let mut client = client.clone();
         if self.topology.cluster().is_some() {
@@ -134,7 +135,7 @@ impl ChConfig {
             client,
             root: self.plain_client(),
             database: self.database.clone(),
-            server_version: String::new(),
+            server_version: ServerVersion::unknown(),
             topology: self.topology.clone(),
         }
     }
@@ -146,12 +147,18 @@ impl ChConfig {
             .query(queries::SERVER_VERSION)
             .fetch_one()
             .await?;
-        let modern = server_is_modern(&version);
+        let version = ServerVersion::parse(&version);
+        let validation = self
+            .validation
+            .unwrap_or_else(|| clickhouse_versions::row_validation(&version));
+        let lz4 = self
+            .lz4
+            .unwrap_or_else(|| clickhouse_versions::lz4(&version));
         let client = self
             .plain_client()
             .with_database(&self.database)
-            .with_validation(self.validation.unwrap_or(modern))
-            .with_compression(if self.lz4.unwrap_or(modern) {
+            .with_validation(validation)
+            .with_compression(if lz4 {
                 Compression::Lz4
             } else {
                 Compression::None
@@ -176,17 +183,9 @@ pub struct Db {
     /// Without a database selected; used by migrations to create it.
     pub root: Client,
     pub database: String,
-    pub server_version: String,
+    /// From `SELECT version()`; [`ServerVersion::unknown`] for a lazy client.
+    pub server_version: ServerVersion,
     pub topology: Topology,
-}
-
-/// Servers from 22.x on know the settings the crate's validation sends and its LZ4 framing.
-fn server_is_modern(version: &str) -> bool {
-    version
-        .split('.')
-        .next()
-        .and_then(|m| m.parse::<u32>().ok())
-        .is_some_and(|major| major >= 22)
 }
 
 /// True when a ClickHouse error is the server's exception with one of these codes.
@@ -195,14 +194,4 @@ pub fn is_server_error(err: &clickhouse::error::Error, codes: &[u32]) -> bool {
     codes
         .iter()
         .any(|c| text.contains(&format!("Code: {c}.")) || text.contains(&format!("Code: {c},")))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn modern_detection() {
-        assert!(!super::server_is_modern("18.16.1"));
-        assert!(super::server_is_modern("24.8.4.13"));
-        assert!(!super::server_is_modern("garbage"));
-    }
 }

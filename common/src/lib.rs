@@ -1,5 +1,5 @@
 //! What two or more of Rivulet's crates use: the raw event message, API keys and their
-//! registry, the ClickHouse schema and client settings, the topology, Redis names, Kafka
+//! registry, the ClickHouse schema, client settings and server versions, the topology, Redis names, Kafka
 //! settings, configuration from the environment, logs, metrics and health endpoints.
 //!
 //! Client libraries are behind features, so that a crate links only what it uses:
@@ -9,6 +9,8 @@
 pub mod cache;
 #[cfg(feature = "clickhouse")]
 pub mod ch;
+#[cfg(feature = "clickhouse")]
+pub mod clickhouse_versions;
 pub mod client_ip;
 pub mod config;
 pub mod error;

@@ -16,7 +16,9 @@ fn repo_root() -> PathBuf {
 }
 
 /// The crates whose Rust sources are scanned (services, their tests, benches and tools).
-const RUST_DIRS: &[&str] = &["admin", "common", "enricher", "ingest", "tests", "fuzz"];
+const RUST_DIRS: &[&str] = &[
+    "admin", "bench", "common", "compat", "enricher", "ingest", "tests", "fuzz",
+];
 
 /// Calls that read one environment variable, its name as their first argument.
 const READERS: &[&str] = &[

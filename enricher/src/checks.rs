@@ -232,13 +232,13 @@ mod tests {
 
     const DEFAULT_REGEXES: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../.stack/dist/uap-core/regexes.yaml"
+        "/../testdata/uap-core-rules/regexes.yaml"
     );
 
     fn rules() -> String {
         let path = std::env::var("UA_REGEXES").unwrap_or_else(|_| DEFAULT_REGEXES.to_string());
         std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{path}: {e} (install uap-core with scripts/stack)"))
+            .unwrap_or_else(|e| panic!("{path}: {e} (testdata/uap-core-rules, or UA_REGEXES)"))
     }
 
     fn testdata(name: &str) -> PathBuf {

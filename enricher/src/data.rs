@@ -599,14 +599,14 @@ mod tests {
 
     const DEFAULT_REGEXES: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../.stack/dist/uap-core/regexes.yaml"
+        "/../testdata/uap-core-rules/regexes.yaml"
     );
     const VIVALDI: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Vivaldi/6.5.3206.48";
 
     fn shipped_rules() -> String {
         let path = std::env::var("UA_REGEXES").unwrap_or_else(|_| DEFAULT_REGEXES.to_string());
         std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{path}: {e} (install uap-core with scripts/stack)"))
+            .unwrap_or_else(|e| panic!("{path}: {e} (testdata/uap-core-rules, or UA_REGEXES)"))
     }
 
     /// The shipped rules without Vivaldi's: they pass the checks, and call Vivaldi Chrome.

@@ -386,7 +386,7 @@ mod tests {
 
     const DEFAULT_REGEXES: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../.stack/dist/uap-core/regexes.yaml"
+        "/../testdata/uap-core-rules/regexes.yaml"
     );
 
     /// Compiling the rules takes a moment; the tests share one parser.
@@ -395,7 +395,7 @@ mod tests {
         PARSER.get_or_init(|| {
             let path = std::env::var("UA_REGEXES").unwrap_or_else(|_| DEFAULT_REGEXES.to_string());
             DeviceParser::from_yaml_file(&path, 1000)
-                .unwrap_or_else(|e| panic!("{e} (install uap-core with scripts/stack)"))
+                .unwrap_or_else(|e| panic!("{e} (testdata/uap-core-rules, or UA_REGEXES)"))
         })
     }
 

@@ -7,7 +7,8 @@ use crate::batch::{Pending, People};
 use crate::ledger::Ledger;
 use crate::pipeline::Health;
 use bytes::Bytes;
-use rivulet_common::ch::{is_server_error, Db};
+use rivulet_common::ch::Db;
+use rivulet_common::clickhouse_versions;
 use rivulet_common::schema::events;
 use rivulet_common::schema::people::{self, AliasRow, TraitRow};
 use std::sync::atomic::Ordering;
@@ -88,10 +89,10 @@ async fn insert_events(w: &Writer, batch: &mut Pending) {
                 }
                 return;
             }
-            // ClickHouse 18.16 runs one quorum insert per table at a time and
-            // refuses the others at once: contention, not an outage. Try again
-            // soon, at a random moment so that enrichers do not collide again.
-            Err(e) if is_server_error(&e, QUORUM_BUSY) => {
+            // Another quorum insert into the table is waiting for its quorum
+            // (`clickhouse_versions::is_quorum_busy`): contention, not an outage. Try
+            // again soon, at a random moment so that enrichers do not collide again.
+            Err(e) if clickhouse_versions::is_quorum_busy(&e) => {
                 metrics::counter!("enricher_insert_quorum_waits_total").increment(1);
                 quorum_waits += 1;
                 if quorum_waits.is_multiple_of(100) {
@@ -159,10 +160,6 @@ async fn insert_traits(db: &Db, rows: &[TraitRow]) -> Result<(), clickhouse::err
     }
     insert.end().await
 }
-
-/// 286 UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE: another quorum insert into the table is
-/// still waiting for its quorum.
-const QUORUM_BUSY: &[u32] = &[286];
 
 /// A number in `0..n`, from the clock's nanoseconds: jitter needs no better randomness.
 fn rand_below(n: u64) -> u64 {

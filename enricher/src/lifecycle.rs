@@ -55,8 +55,8 @@ pub struct Lifecycle {
     pub health: Arc<Health>,
 }
 
-/// Settings of a mutation: wait for it on this server (ClickHouse's `mutations_sync`)
-/// is not in 18.16, so the runner polls `system.mutations` itself.
+/// How long the runner polls `system.mutations` for a batch's mutations to finish (it
+/// polls on every version: `clickhouse_versions::mutations_sync`).
 const MUTATION_WAIT: Duration = Duration::from_secs(1800);
 /// Rounds of mutations before a batch is failed.
 const ROUNDS: u32 = 3;

@@ -132,7 +132,7 @@ pub fn consumer(
 }
 
 /// How the consumer fetches; the enricher benchmark's baseline consumer reads with the
-/// same settings (`tests/src/bin/consume_baseline.rs`).
+/// same settings (`bench/src/bin/consume_baseline.rs`).
 pub const FETCH_SETTINGS: [(&str, &str); 3] = [
     ("fetch.min.bytes", "1"),
     // Prefetch bounded to 8 MB: enough to keep a batch filling, and it counts in RSS.

@@ -3,7 +3,9 @@
 //!
 //! - `UAP_CORE_TESTS`: a folder with uap-core's `test_ua.yaml`, `test_os.yaml` and
 //!   `test_device.yaml` (default: the repository's `testdata/uap-core`).
-//! - `UA_REGEXES`: the rules (default: the `regexes.yaml` that `scripts/stack` installs).
+//! - `UA_REGEXES`: the rules (default: `testdata/uap-core-rules/regexes.yaml`, the pinned
+//!   revision `scripts/stack` installs, which `the_test_rules_are_the_pinned_revision`
+//!   keeps so).
 //!
 //! Every case goes through [`DeviceParser::parse`], the call that fills the `events` row,
 //! and is compared with what the row would hold for uap-core's answer:
@@ -154,10 +156,10 @@ fn uap_core_reference_cases_meet_the_accuracy_floor() {
     let rules = std::env::var_os("UA_REGEXES")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../.stack/dist/uap-core/regexes.yaml")
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/uap-core-rules/regexes.yaml")
         });
     let parser = DeviceParser::from_yaml_file(&rules, 0)
-        .unwrap_or_else(|e| panic!("{e} (scripts/stack uap installs the rules)"));
+        .unwrap_or_else(|e| panic!("{e} (testdata/uap-core-rules, or UA_REGEXES)"));
     let revision = rules
         .parent()
         .map(|d| d.join("REVISION"))
@@ -276,4 +278,29 @@ fn uap_core_reference_cases_meet_the_accuracy_floor() {
         rules.display(),
         report.display()
     );
+}
+
+/// The rules the enricher's tests read by default (`testdata/uap-core-rules`, written by
+/// `scripts/uap-core/install`) are the revision `scripts/versions.env` pins, which
+/// `scripts/stack` and the image install.
+#[test]
+fn the_test_rules_are_the_pinned_revision() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let versions = std::fs::read_to_string(root.join("scripts/versions.env")).unwrap();
+    let pinned = versions
+        .lines()
+        .find_map(|l| l.strip_prefix("UAP_CORE_REVISION="))
+        .expect("UAP_CORE_REVISION in scripts/versions.env")
+        .trim();
+    let ours = std::fs::read_to_string(root.join("testdata/uap-core-rules/REVISION")).unwrap();
+    assert_eq!(
+        ours.trim(),
+        pinned,
+        "testdata/uap-core-rules is not the pinned revision: run scripts/uap-core/install testdata/uap-core-rules"
+    );
+    let rules = std::fs::read_to_string(root.join("testdata/uap-core-rules/regexes.yaml")).unwrap();
+    assert!(rules
+        .lines()
+        .take(3)
+        .any(|l| l == format!("# revision {pinned}")));
 }

@@ -17,7 +17,7 @@
 
 use crate::api::IngestError;
 use crate::redis_link::RedisLink;
-use crate::sites::SiteDirectory;
+use crate::sites::{NotLoaded, SiteDirectory, SiteInfo};
 use futures::StreamExt;
 use metrics::Counter;
 use redis::AsyncCommands;
@@ -25,6 +25,7 @@ use rivulet_common::cache;
 use rivulet_common::keys::{digest_if_well_formed, KeyDigest, KeyHash};
 use rivulet_common::registry::Registry;
 use std::collections::HashMap;
+use std::future::Future;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock, RwLock};
@@ -48,6 +49,50 @@ pub struct AuthTtls {
     pub l1: Duration,
     pub redis_secs: u64,
     pub negative_secs: u64,
+}
+
+/// What the request path asks of keys and sites (`handlers`): [`Auth`] in the service;
+/// a double in in-process tests (`rivulet_ingest::testing::Keys`).
+pub trait KeyCheck: Send + Sync + 'static {
+    /// The key's info if it may send for `site_id`: 401 for a malformed, unknown or
+    /// revoked key or a key of another site; 404 for an unknown site; 503 when nothing
+    /// can answer.
+    fn authorize(
+        &self,
+        api_key: Option<&str>,
+        site_id: u32,
+    ) -> impl Future<Output = Result<KeyInfo, IngestError>> + Send;
+    /// Whether `api_key` will cost no registry query of its own (held as good, or its
+    /// lookup already under way).
+    fn knows(&self, api_key: Option<&str>) -> bool;
+    /// The site; 503 before the site directory was first read.
+    fn site(&self, site_id: u32) -> Result<Option<Arc<SiteInfo>>, IngestError>;
+    /// Whether an event of these ids must be dropped (an erasure suppressed one).
+    fn suppressed(&self, site_id: u32, ids: &[Option<&str>]) -> bool;
+    /// Whether any site accepts browser events from `host` (a CORS preflight).
+    fn any_site_accepts(&self, host: &str) -> Result<bool, NotLoaded>;
+}
+
+impl KeyCheck for Auth {
+    fn authorize(
+        &self,
+        api_key: Option<&str>,
+        site_id: u32,
+    ) -> impl Future<Output = Result<KeyInfo, IngestError>> + Send {
+        Auth::authorize(self, api_key, site_id)
+    }
+    fn knows(&self, api_key: Option<&str>) -> bool {
+        Auth::knows(self, api_key)
+    }
+    fn site(&self, site_id: u32) -> Result<Option<Arc<SiteInfo>>, IngestError> {
+        Auth::site(self, site_id)
+    }
+    fn suppressed(&self, site_id: u32, ids: &[Option<&str>]) -> bool {
+        self.sites.suppressed(site_id, ids)
+    }
+    fn any_site_accepts(&self, host: &str) -> Result<bool, NotLoaded> {
+        self.sites.any_site_accepts(host)
+    }
 }
 
 /// `REGISTRY_MAX_CONCURRENT_LOOKUPS`: registry queries one ingest runs at once for keys
@@ -215,15 +260,25 @@ impl Auth {
         }
     }
 
-    /// Whether `api_key` is a key this process holds as good (no lookup needed).
+    /// Whether `api_key` will cost no registry query of its own: a key this process holds
+    /// as good, or one whose lookup is already under way (the request waits for that
+    /// lookup's answer, so many concurrent first requests of one key are one query).
     pub fn knows(&self, api_key: Option<&str>) -> bool {
-        api_key
-            .and_then(digest_if_well_formed)
-            .is_some_and(|d| matches!(self.keys.get(&d), Some((_, true))))
+        let Some(digest) = api_key.and_then(digest_if_well_formed) else {
+            return false;
+        };
+        if matches!(self.keys.get(&digest), Some((_, true))) {
+            return true;
+        }
+        let id = format!("k{}", KeyHash::from_digest(&digest).0);
+        self.inflight
+            .lock()
+            .expect("inflight lock")
+            .contains_key(&id)
     }
 
     /// The site, from the directory; 503 before the directory was first read.
-    pub fn site(&self, site_id: u32) -> Result<Option<Arc<crate::sites::SiteInfo>>, IngestError> {
+    pub fn site(&self, site_id: u32) -> Result<Option<Arc<SiteInfo>>, IngestError> {
         self.sites
             .site(site_id)
             .map_err(|_| IngestError::Unavailable("the site registry is unreachable"))

@@ -9,14 +9,15 @@
 //! not name its own IP or user agent (docs/design.md, "Browser path").
 
 use crate::api::{self, BatchItem, BatchResponse, IngestError};
+use crate::auth::KeyCheck;
 use crate::event::fields::{self, EventFields, Events, Field, Item};
 use crate::event::identify::{validate_identify, Identify};
 use crate::event::validate::{effective_timestamp, validate_event, ValidationErrors};
 use crate::event::TrackEvent;
-use crate::rate_limit::Verdict;
+use crate::rate_limit::{Limiter, Verdict};
 use crate::request_body::{self, Linger, RequestBody};
 use crate::sink::{Record, Sink, SinkError};
-use crate::state::AppState;
+use crate::state::{AppState, Backends};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -69,7 +70,7 @@ impl<'a> Client<'a> {
     }
 
     /// The client's address: the peer, or what a trusted proxy says it forwarded.
-    fn ip<S: Sink>(&self, st: &AppState<S>) -> IpAddr {
+    fn ip<S: Backends>(&self, st: &AppState<S>) -> IpAddr {
         client_ip(
             self.peer,
             self.forwarded_for.as_deref(),
@@ -176,7 +177,7 @@ pub(crate) fn cors_headers(resp: &mut Response, origin: &HeaderValue) {
 }
 
 /// The body, read within `limit` and decoded (`Content-Encoding`).
-async fn read_body<S: Sink>(
+async fn read_body<S: Backends>(
     st: &AppState<S>,
     headers: &HeaderMap,
     body: impl RequestBody,
@@ -207,7 +208,7 @@ fn now_ms() -> i64 {
 /// something about keys or sites (401, 403, 404) count against the client's address,
 /// which past its limit is answered 429 before anything is looked up. Sets `cors` once
 /// a browser request's origin is known to be allowed.
-async fn admit<S: Sink>(
+async fn admit<S: Backends>(
     st: &AppState<S>,
     credential: Credential<'_>,
     site_id: u32,
@@ -248,7 +249,7 @@ async fn admit<S: Sink>(
     admitted
 }
 
-async fn admit_key<S: Sink>(
+async fn admit_key<S: Backends>(
     st: &AppState<S>,
     key: Option<&str>,
     site_id: u32,
@@ -274,7 +275,7 @@ async fn admit_key<S: Sink>(
     })
 }
 
-fn admit_browser<S: Sink>(
+fn admit_browser<S: Backends>(
     st: &AppState<S>,
     site_id: u32,
     events: u32,
@@ -310,7 +311,7 @@ fn admit_browser<S: Sink>(
 /// The Kafka message for a validated event: server-chosen id, times, IP and user agent.
 /// Its strings stay borrowed from the request until the message is written. A browser
 /// event's own `ip_address` and `user_agent` are not believed: the request's are used.
-fn raw_event<'a, S: Sink>(
+fn raw_event<'a, S: Backends>(
     ev: TrackEvent<'a>,
     who: &'a Admitted,
     client: &Client<'a>,
@@ -405,7 +406,7 @@ fn respond(result: Result<Response, IngestError>, cors: Option<HeaderValue>) -> 
     resp
 }
 
-pub async fn track<S: Sink>(
+pub async fn track<S: Backends>(
     st: &AppState<S>,
     peer: SocketAddr,
     req: Request<impl RequestBody>,
@@ -417,7 +418,7 @@ pub async fn track<S: Sink>(
     respond(result, cors)
 }
 
-async fn track_one<S: Sink>(
+async fn track_one<S: Backends>(
     st: &AppState<S>,
     client: &Client<'_>,
     headers: &HeaderMap,
@@ -453,7 +454,7 @@ async fn track_one<S: Sink>(
 /// events for the events budget; each event validated on its own. 200 when every valid
 /// event is in Kafka; 503 (with per-event results) if any could not be stored, so the
 /// client retries those with the same event_id.
-pub async fn track_batch<S: Sink>(
+pub async fn track_batch<S: Backends>(
     st: &AppState<S>,
     peer: SocketAddr,
     req: Request<impl RequestBody>,
@@ -465,7 +466,7 @@ pub async fn track_batch<S: Sink>(
     respond(result, cors)
 }
 
-async fn track_many<S: Sink>(
+async fn track_many<S: Backends>(
     st: &AppState<S>,
     client: &Client<'_>,
     headers: &HeaderMap,
@@ -577,8 +578,8 @@ async fn track_many<S: Sink>(
 
 /// Whether an erasure asked to drop this person's future events: answered 200 (the
 /// client must not send it again) and never published.
-fn suppressed<S: Sink>(st: &AppState<S>, ev: &TrackEvent<'_>) -> bool {
-    let dropped = st.auth.sites.suppressed(
+fn suppressed<S: Backends>(st: &AppState<S>, ev: &TrackEvent<'_>) -> bool {
+    let dropped = st.auth.suppressed(
         ev.site_id,
         &[ev.user_id.as_deref(), ev.anonymous_id.as_deref()],
     );
@@ -617,7 +618,7 @@ fn batch_event(item: Item<'_>, site_id: u32) -> Result<TrackEvent<'_>, Validatio
 
 /// `POST /api/identify`: `anonymous_id` becomes an alias of `user_id`, and `traits`
 /// merge into the user's profile. Authenticated like an event; 200 once in Kafka.
-pub async fn identify<S: Sink>(
+pub async fn identify<S: Backends>(
     st: &AppState<S>,
     peer: SocketAddr,
     req: Request<impl RequestBody>,
@@ -629,7 +630,7 @@ pub async fn identify<S: Sink>(
     respond(result, cors)
 }
 
-async fn identify_one<S: Sink>(
+async fn identify_one<S: Backends>(
     st: &AppState<S>,
     client: &Client<'_>,
     headers: &HeaderMap,
@@ -650,7 +651,7 @@ async fn identify_one<S: Sink>(
     )
     .await?;
     let ids = [Some(&*id.user_id), id.anonymous_id.as_deref()];
-    if st.auth.sites.suppressed(id.site_id, &ids) {
+    if st.auth.suppressed(id.site_id, &ids) {
         metrics::counter!("ingest_events_suppressed_total").increment(1);
         return Ok(api::success());
     }
@@ -665,7 +666,7 @@ async fn identify_one<S: Sink>(
 }
 
 /// The Kafka message of an identify call, keyed by its user.
-fn identify_record<S: Sink>(
+fn identify_record<S: Backends>(
     id: &Identify<'_>,
     who: &Admitted,
     client: &Client<'_>,
@@ -704,10 +705,10 @@ fn identify_record<S: Sink>(
 /// site lists (a preflight names no site; the POST that follows is checked against its
 /// own site), with the exact origin and credentials, for `sendBeacon`. Any other origin
 /// gets 403 and no CORS headers, so the browser does not send the POST.
-pub fn preflight<S: Sink>(st: &AppState<S>, headers: &HeaderMap) -> Response {
+pub fn preflight<S: Backends>(st: &AppState<S>, headers: &HeaderMap) -> Response {
     let origin = headers.get(header::ORIGIN);
     let host = origin.and_then(|o| o.to_str().ok()).and_then(origin_host);
-    let allowed = host.is_some_and(|h| st.auth.sites.any_site_accepts(&h).unwrap_or(false));
+    let allowed = host.is_some_and(|h| st.auth.any_site_accepts(&h).unwrap_or(false));
     let (true, Some(origin)) = (allowed, origin) else {
         return IngestError::OriginNotAllowed.into_response();
     };
@@ -731,16 +732,16 @@ pub fn preflight<S: Sink>(st: &AppState<S>, headers: &HeaderMap) -> Response {
 
 /// 200 when Kafka and Redis answer, the site directory is loaded and no shutdown is
 /// under way; 503 otherwise.
-pub fn readiness<S: Sink>(st: &AppState<S>) -> Response {
+pub fn readiness<S: Backends>(st: &AppState<S>) -> Response {
     Readiness::new()
         .check("kafka", st.sink.is_ready())
         .check("redis", st.redis.is_ready())
-        .check("sites", st.auth.sites.site(0).is_ok())
+        .check("sites", st.auth.site(0).is_ok())
         .shutting_down(st.shutting_down.load(Ordering::Relaxed))
         .into_response()
 }
 
-pub fn metrics<S: Sink>(st: &AppState<S>) -> Response {
+pub fn metrics<S: Backends>(st: &AppState<S>) -> Response {
     metrics::gauge!("ingest_kafka_queue_depth").set(st.sink.queue_depth() as f64);
     health::metrics(&st.prometheus)
 }
@@ -756,49 +757,11 @@ pub fn openapi() -> Response {
 #[cfg(test)]
 mod tests {
     use super::{forwarded_for, origin_host, publish, publish_all, Client};
-    use crate::sink::{Record, Sink, SinkError};
+    use crate::sink::SinkError;
+    use crate::testing::MemorySink;
     use axum::http::{HeaderMap, HeaderValue};
     use rivulet_common::event::{EventType, RawEvent, RAW_EVENT_VERSION};
     use std::borrow::Cow;
-    use std::future::Future;
-    use std::sync::Mutex;
-
-    /// A sink in memory: keeps what it accepts, and refuses the records whose payload
-    /// contains `refuse` (as Kafka would refuse them: with an error, in their place).
-    #[derive(Default)]
-    struct MemorySink {
-        refuse: &'static str,
-        stored: Mutex<Vec<RawEvent>>,
-    }
-
-    impl MemorySink {
-        fn take(&self, r: &Record) -> Result<(), SinkError> {
-            let raw: RawEvent = serde_json::from_slice(r.payload()).expect("a raw event");
-            if !self.refuse.is_empty() && raw.pathname.as_deref() == Some(self.refuse) {
-                return Err(SinkError::Timeout);
-            }
-            self.stored.lock().unwrap().push(raw);
-            Ok(())
-        }
-    }
-
-    impl Sink for MemorySink {
-        fn publish(&self, r: &Record) -> impl Future<Output = Result<(), SinkError>> + Send {
-            std::future::ready(self.take(r))
-        }
-        fn publish_all(
-            &self,
-            records: &[Record],
-        ) -> impl Future<Output = Vec<Result<(), SinkError>>> + Send {
-            std::future::ready(records.iter().map(|r| self.take(r)).collect())
-        }
-        fn is_ready(&self) -> bool {
-            true
-        }
-        fn queue_depth(&self) -> usize {
-            0
-        }
-    }
 
     fn raw(pathname: &'static str, user_id: Option<&'static str>) -> RawEvent<Cow<'static, str>> {
         RawEvent {
@@ -831,7 +794,7 @@ mod tests {
         let sink = MemorySink::default();
         let ev = raw("/a", Some("u1"));
         publish(&sink, &ev).await.unwrap();
-        let stored = sink.stored.lock().unwrap();
+        let stored = sink.events();
         assert_eq!(stored.len(), 1);
         assert_eq!(stored[0].event_id, ev.event_id);
         assert_eq!(stored[0].pathname.as_deref(), Some("/a"));
@@ -840,23 +803,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_batch_gets_one_outcome_per_event_in_order() {
-        let sink = MemorySink {
-            refuse: "/refused",
-            ..MemorySink::default()
-        };
+        let sink = MemorySink::default();
+        sink.refuse("/refused");
         let events = [raw("/a", None), raw("/refused", None), raw("/b", None)];
         let outcomes = publish_all(&sink, &events).await;
         assert!(matches!(
             outcomes.as_slice(),
             [Ok(()), Err(SinkError::Timeout), Ok(())]
         ));
-        let stored: Vec<_> = sink
-            .stored
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|r| r.event_id)
-            .collect();
+        let stored: Vec<_> = sink.events().iter().map(|r| r.event_id).collect();
         assert_eq!(stored, [events[0].event_id, events[2].event_id]);
     }
 

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 const KEEP_SECS: u64 = 400 * 86_400;
 
 pub struct LastUsed {
-    redis: Arc<RedisLink>,
+    /// `None`: records nothing (in-process tests, which have no Redis).
+    redis: Option<Arc<RedisLink>>,
     /// key id → epoch second of this process's last write.
     written: Mutex<HashMap<String, u64>>,
 }
@@ -21,7 +22,15 @@ pub struct LastUsed {
 impl LastUsed {
     pub fn new(redis: Arc<RedisLink>) -> Self {
         LastUsed {
-            redis,
+            redis: Some(redis),
+            written: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// One that records nothing, for in-process tests.
+    pub fn off() -> Self {
+        LastUsed {
+            redis: None,
             written: Mutex::new(HashMap::new()),
         }
     }
@@ -41,7 +50,7 @@ impl LastUsed {
             }
             written.insert(key_id.to_string(), now);
         }
-        let Some(mut conn) = self.redis.conn() else {
+        let Some(mut conn) = self.redis.as_deref().and_then(RedisLink::conn) else {
             return;
         };
         let name = key_last_used(key_id);

@@ -36,6 +36,9 @@ pub mod sink;
 pub mod sites;
 #[cfg(feature = "service")]
 pub mod state;
+/// Ingest in-process with doubles, for tests (feature `testing`).
+#[cfg(all(feature = "service", any(test, feature = "testing")))]
+pub mod testing;
 
 #[cfg(feature = "service")]
 pub use rivulet_common::shutdown::signal as shutdown_signal;

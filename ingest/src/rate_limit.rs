@@ -22,6 +22,7 @@
 
 use crate::redis_link::RedisLink;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::oneshot;
@@ -269,6 +270,24 @@ impl<K: std::hash::Hash + Eq> LocalLimiter<K> {
             .entry(key)
             .or_insert_with(|| LocalBuckets::full(self.budgets, now))
             .take(self.budgets, events, now)
+    }
+}
+
+/// What the request path asks of the per-key rate limit (`handlers`): [`RateLimiter`] in
+/// the service; a double in in-process tests (`rivulet_ingest::testing::Limits`).
+pub trait Limiter: Send + Sync + 'static {
+    /// The per-second budgets, as 429 answers state them.
+    fn budgets(&self) -> Budgets;
+    /// Whether one more request of this key, carrying `events` events, fits its budgets.
+    fn allow(self: &Arc<Self>, key_id: &str, events: u32) -> impl Future<Output = Verdict> + Send;
+}
+
+impl Limiter for RateLimiter {
+    fn budgets(&self) -> Budgets {
+        RateLimiter::budgets(self)
+    }
+    fn allow(self: &Arc<Self>, key_id: &str, events: u32) -> impl Future<Output = Verdict> + Send {
+        RateLimiter::allow(self, key_id, events)
     }
 }
 

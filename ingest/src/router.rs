@@ -13,8 +13,7 @@
 use crate::api::{ErrorReason, IngestError};
 use crate::handlers;
 use crate::request_body::RequestBody;
-use crate::sink::Sink;
-use crate::state::AppState;
+use crate::state::{AppState, Backends};
 use axum::http::{header, HeaderMap, HeaderValue, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use metrics::{Counter, Histogram};
@@ -89,7 +88,7 @@ pub enum Listener {
 }
 
 /// Handles one request of the public listener.
-pub async fn handle<S: Sink, B: RequestBody>(
+pub async fn handle<S: Backends, B: RequestBody>(
     st: AppState<S>,
     peer: SocketAddr,
     req: Request<B>,
@@ -98,7 +97,7 @@ pub async fn handle<S: Sink, B: RequestBody>(
 }
 
 /// Handles one request of the internal listener.
-pub async fn handle_internal<S: Sink, B: RequestBody>(
+pub async fn handle_internal<S: Backends, B: RequestBody>(
     st: AppState<S>,
     peer: SocketAddr,
     req: Request<B>,
@@ -109,7 +108,7 @@ pub async fn handle_internal<S: Sink, B: RequestBody>(
 /// Handles one request: routes it, and gives it an id (the client's `X-Request-Id` if
 /// sane, else a new one, echoed in the response), a tracing span, and its metrics.
 /// Never logs bodies: they carry API keys.
-async fn handle_on<S: Sink, B: RequestBody>(
+async fn handle_on<S: Backends, B: RequestBody>(
     listener: Listener,
     st: AppState<S>,
     peer: SocketAddr,
@@ -156,7 +155,7 @@ async fn handle_on<S: Sink, B: RequestBody>(
     resp
 }
 
-async fn dispatch<S: Sink, B: RequestBody>(
+async fn dispatch<S: Backends, B: RequestBody>(
     st: &AppState<S>,
     route: Route,
     peer: SocketAddr,
@@ -185,7 +184,7 @@ async fn dispatch<S: Sink, B: RequestBody>(
 }
 
 /// The internal listener: liveness, readiness and metrics only.
-fn dispatch_internal<S: Sink, B>(st: &AppState<S>, route: Route, req: &Request<B>) -> Response {
+fn dispatch_internal<S: Backends, B>(st: &AppState<S>, route: Route, req: &Request<B>) -> Response {
     let read_only = matches!(*req.method(), Method::GET | Method::HEAD);
     match route {
         Route::Liveness | Route::Readiness | Route::Metrics if !read_only => get_only(),

@@ -135,6 +135,14 @@ impl SiteDirectory {
         dir
     }
 
+    /// A directory already holding `sites`, and the suppressed ids of erasures
+    /// (`(site_id, kind, id)`, as the registry lists them), for tests.
+    pub fn with_suppressed(sites: &[Site], suppressed: &[(u32, String, String)]) -> Self {
+        let dir = SiteDirectory::new(Duration::from_secs(3600));
+        dir.replace_with(sites, suppressed);
+        dir
+    }
+
     fn replace(&self, sites: &[Site]) {
         self.replace_with(sites, &[]);
     }

@@ -1,8 +1,9 @@
 // The dashboard in a real browser (issue 6): Debian's chromium driven by playwright-core.
 // Logs in, creates a site, generates an API key in Settings → API Key, sends an event
 // with it to the running ingest, waits for it in the Overview, revokes the key and sees
-// the next request rejected. Screenshots of the API Key tab and the Overview are saved
-// as artifacts (path printed).
+// the next request rejected. Then every page at a phone's width (390×844): none is wider
+// than the screen, and the copy buttons are on it. Screenshots of the pages are saved as
+// artifacts (paths printed).
 //
 // Needs: the local stack (.stack/env), rivulet-admin built (target/debug, or
 // RIVULET_BIN_DIR), and a running ingest + enricher (scripts/run-services start, which
@@ -49,11 +50,13 @@ function freePort() {
   });
 }
 
-async function waitReady(url, ms) {
+// Ingest answers /_readiness only on its internal address (INGEST_INTERNAL_ADDR), so on
+// its public one the test waits for /_liveness.
+async function waitReady(url, ms, probe = "/_readiness") {
   const end = Date.now() + ms;
   for (;;) {
     try {
-      if ((await fetch(`${url}/_readiness`)).ok) return;
+      if ((await fetch(`${url}${probe}`)).ok) return;
     } catch {
       // not listening yet
     }
@@ -86,6 +89,29 @@ async function startAdmin(token) {
   return { url, log, stop: () => child.stdin.end() };
 }
 
+function launchChromium() {
+  return chromium.launch({
+    executablePath: chromiumPath,
+    headless: true,
+    args: [
+      "--no-sandbox",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-default-apps",
+      "--disable-sync",
+      "--no-first-run",
+      "--no-default-browser-check",
+      "--metrics-recording-only",
+    ],
+  });
+}
+
+async function logIn(page, url, token) {
+  await page.goto(url);
+  await page.fill("#token", token);
+  await Promise.all([page.waitForURL(/\/sites$/), page.click("button[type=submit]")]);
+}
+
 function track(apiKey, siteId, extra) {
   return fetch(`${ingestUrl}/api/track`, {
     method: "POST",
@@ -105,24 +131,11 @@ function track(apiKey, siteId, extra) {
 
 test("dashboard: login, site, Generate API Key, event in the Overview, revoke", { timeout: 180_000 }, async () => {
   assert.ok(ingestUrl, "RIVULET_INGEST_URL is not set: start the services with scripts/run-services start");
-  await waitReady(ingestUrl, 30_000);
+  await waitReady(ingestUrl, 30_000, "/_liveness");
   fs.mkdirSync(artifacts, { recursive: true });
   const token = randomBytes(24).toString("hex");
   const admin = await startAdmin(token);
-  const browser = await chromium.launch({
-    executablePath: chromiumPath,
-    headless: true,
-    args: [
-      "--no-sandbox",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-default-apps",
-      "--disable-sync",
-      "--no-first-run",
-      "--no-default-browser-check",
-      "--metrics-recording-only",
-    ],
-  });
+  const browser = await launchChromium();
   try {
     const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
     await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: admin.url });
@@ -192,6 +205,20 @@ test("dashboard: login, site, Generate API Key, event in the Overview, revoke", 
     assert.deepEqual(unexpectedDialogs, [], "no script from event data ran");
     const overviewShot = path.join(artifacts, "overview.png");
     await page.screenshot({ path: overviewShot, fullPage: true });
+    assert.match(await page.textContent("#sources"), /Direct/);
+    // The other tabs, for the record.
+    const tabShots = [];
+    for (const [name, tabPath] of [
+      ["privacy", "settings/privacy"],
+      ["domains", "settings/domains"],
+      ["tracking", "settings/tracking"],
+      ["people", "users"],
+    ]) {
+      await page.goto(`${admin.url}/sites/${siteId}/${tabPath}`);
+      const file = path.join(artifacts, `${name}-tab.png`);
+      await page.screenshot({ path: file, fullPage: true });
+      tabShots.push(file);
+    }
 
     // Revoke: the next request with the key is rejected at once.
     await page.click("nav.tabs >> text=Settings");
@@ -206,7 +233,140 @@ test("dashboard: login, site, Generate API Key, event in the Overview, revoke", 
     assert.equal(after.status, 401, "a revoked key is rejected at once");
     assert.deepEqual(await after.json(), { success: false, error: "Invalid API key" });
 
-    console.log(`screenshots: ${apiKeyShot} ${overviewShot}`);
+    console.log(`screenshots: ${apiKeyShot} ${overviewShot} ${tabShots.join(" ")}`);
+  } finally {
+    await browser.close();
+    admin.stop();
+  }
+});
+
+/** Ingest's identify call, with a key. */
+function identify(apiKey, siteId, body) {
+  return fetch(`${ingestUrl}/api/identify`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ api_key: apiKey, site_id: siteId, ...body }),
+  });
+}
+
+const PHONE = { width: 390, height: 844 };
+
+test("dashboard at a phone's width (390×844): no page is wider than the screen", { timeout: 180_000 }, async () => {
+  assert.ok(ingestUrl, "RIVULET_INGEST_URL is not set: start the services with scripts/run-services start");
+  await waitReady(ingestUrl, 30_000, "/_liveness");
+  fs.mkdirSync(artifacts, { recursive: true });
+  const token = randomBytes(24).toString("hex");
+  const admin = await startAdmin(token);
+  const browser = await launchChromium();
+  const shots = [];
+  try {
+    const context = await browser.newContext({ viewport: PHONE, isMobile: true, hasTouch: true });
+    await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: admin.url });
+    const page = await context.newPage();
+    const unexpectedDialogs = [];
+    page.on("dialog", async (d) => {
+      if (d.type() === "confirm" && d.message().startsWith("Erase ")) return d.accept();
+      unexpectedDialogs.push(`${d.type()}: ${d.message()}`);
+      return d.dismiss();
+    });
+
+    /** Nothing runs past the screen's edge (wide tables scroll inside their own box). */
+    async function fitsTheScreen(name) {
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      const file = path.join(artifacts, `phone-${name}.png`);
+      await page.screenshot({ path: file, fullPage: true });
+      shots.push(file);
+      assert.ok(width <= PHONE.width, `${name}: the page is ${width} px wide on a ${PHONE.width} px screen (${file})`);
+    }
+    /** The element is wholly on the screen, across. */
+    async function onScreen(selector) {
+      const box = await page.locator(selector).boundingBox();
+      assert.ok(box, `${selector} is shown`);
+      assert.ok(box.x >= 0 && box.x + box.width <= PHONE.width, `${selector} spans x ${box.x}..${box.x + box.width}`);
+    }
+
+    await logIn(page, admin.url, token);
+    await fitsTheScreen("sites");
+    // A site with a long domain, which has no spaces to wrap at.
+    const hex = randomBytes(4).toString("hex");
+    const domain = `phone-${hex}.a-rather-long-subdomain-of-the-shop.example.com`;
+    await page.fill("#domain", domain);
+    await page.fill("#name", "Phone test");
+    await Promise.all([page.waitForURL(/\/sites\/\d+\/settings$/), page.click("text=Create site")]);
+    const siteId = Number(page.url().match(/\/sites\/(\d+)\/settings$/)[1]);
+    await fitsTheScreen("settings-general");
+
+    // A new key: its Copy button is on the screen and copies.
+    await page.goto(`${admin.url}/sites/${siteId}/settings/api-key`);
+    await Promise.all([page.waitForURL(/\/settings\/api-key$/), page.click("text=Generate API Key")]);
+    const apiKey = await page.inputValue("#new-api-key");
+    await onScreen("#new-api-key");
+    await onScreen("button[data-copy=new-api-key]");
+    await page.click("button[data-copy=new-api-key]");
+    await page.waitForSelector("button[data-copy]:has-text('Copied')");
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), apiKey);
+    await fitsTheScreen("api-key");
+
+    // Events with long paths, a custom event, a referrer, and a user who identifies.
+    const user = `phone-user-${hex}`;
+    const longPath = `/a/very/long/path/that/would/push/a/table/past/the/edge/of/a/phone/${hex}`;
+    for (const extra of [
+      { pathname: longPath, user_id: user, referrer: "https://www.google.com/search?q=rivulet" },
+      { pathname: "/pricing", user_id: user },
+      { type: "custom_event", event_name: "signup", pathname: "/pricing", user_id: user },
+    ]) {
+      const r = await track(apiKey, siteId, extra);
+      assert.equal(r.status, 200, `ingest answered ${r.status}: ${await r.text()}`);
+    }
+    const r = await identify(apiKey, siteId, { user_id: user, anonymous_id: `anon-${hex}`, traits: { plan: "pro", seats: 5 } });
+    assert.equal(r.status, 200, `identify answered ${r.status}: ${await r.text()}`);
+    await page.goto(`${admin.url}/sites/${siteId}/overview`);
+    const end = Date.now() + 60_000;
+    while (!(await page.textContent("body")).includes(longPath)) {
+      assert.ok(Date.now() < end, "the events did not appear in the Overview within 60 s");
+      await page.waitForTimeout(1000);
+      await page.reload();
+    }
+    assert.match(await page.textContent("#sources"), /Organic Search/);
+    await fitsTheScreen("overview");
+
+    // Privacy: a request to erase a visitor shows as pending.
+    await page.goto(`${admin.url}/sites/${siteId}/settings/privacy`);
+    await page.check("input[name=kind][value=visitor_id]");
+    await page.fill("#subject", `visitor-${hex}`);
+    await Promise.all([page.waitForURL(/\/settings\/privacy\?requested=er_/), page.click("#erase button[type=submit]")]);
+    assert.match(await page.textContent("#erasure-requests"), new RegExp(`visitor-${hex}`));
+    assert.match(await page.textContent(".notice"), /recorded/);
+    await fitsTheScreen("privacy");
+
+    await page.goto(`${admin.url}/sites/${siteId}/settings/domains`);
+    await fitsTheScreen("domains");
+
+    // Tracking code: the snippet and its Copy button.
+    await page.goto(`${admin.url}/sites/${siteId}/settings/tracking`);
+    await onScreen("button[data-copy=tracking-snippet]");
+    await page.click("button[data-copy=tracking-snippet]");
+    await page.waitForSelector("button[data-copy=tracking-snippet]:has-text('Copied')");
+    const snippet = await page.evaluate(() => navigator.clipboard.readText());
+    assert.match(snippet, new RegExp(`^<script src="https?://[^"]+/api/script\\.js" data-site-id="${siteId}" defer></script>$`));
+    await fitsTheScreen("tracking");
+
+    // People: find the user; their traits arrive through the enricher.
+    await page.goto(`${admin.url}/sites/${siteId}/users`);
+    await fitsTheScreen("people");
+    await page.fill("#user-search", user);
+    await Promise.all([page.waitForURL(/\/users\?user_id=/), page.click("text=Find user")]);
+    const traitsEnd = Date.now() + 60_000;
+    while (!(await page.textContent("body")).includes("seats")) {
+      assert.ok(Date.now() < traitsEnd, "the identify call's traits did not appear within 60 s");
+      await page.waitForTimeout(1000);
+      await page.reload();
+    }
+    assert.equal(await page.textContent("#profile-events"), "3");
+    await fitsTheScreen("user");
+
+    assert.deepEqual(unexpectedDialogs, [], "no unexpected dialog");
+    console.log(`phone screenshots: ${shots.join(" ")}`);
   } finally {
     await browser.close();
     admin.stop();

@@ -4,7 +4,7 @@
 //! `tests/tests/attack.rs` asserts the goals on them; the `attack` tool (`scripts/attack`)
 //! prints them for RELIABILITY.md, also for an older build (`RIVULET_BIN_DIR`).
 
-use crate::{env, http, Service};
+use crate::{env, http, Pace, Service};
 use flate2::write::GzEncoder;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -210,6 +210,7 @@ async fn normal_client(
             .await
             .1;
         worst.fetch_max(took.as_micros() as u64, Ordering::Relaxed);
+        // The scenario: a normal client's pace, one event every 100 ms.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -273,6 +274,7 @@ pub async fn pinned_connections(
             attackers.push(tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
                     let Ok(mut s) = TcpStream::connect(&addr).await else {
+                        // The scenario: an attacker retrying a refused connection.
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     };
@@ -282,8 +284,19 @@ pub async fn pinned_connections(
             }));
         }
     }
-    // Let the attack fill the slots first.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Let the attack fill the slots first: every attacker has connected.
+    let total: u64 = kinds.iter().map(|(_, n)| *n as u64).sum();
+    Pace::within(Duration::from_secs(10))
+        .every(Duration::from_millis(20))
+        .poll_until("the attackers did not all connect", || async {
+            let n: u64 = opened.values().map(|c| c.load(Ordering::Relaxed)).sum();
+            if n >= total {
+                Ok(())
+            } else {
+                Err(format!("{n} of {total}"))
+            }
+        })
+        .await;
     let url = format!("{}/api/track", ingest.url);
     let (mut requests, mut failed, mut slowest) = (0, 0, Duration::ZERO);
     let end = Instant::now() + Duration::from_secs(seconds);
@@ -294,6 +307,7 @@ pub async fn pinned_connections(
             failed += 1;
         }
         slowest = slowest.max(took);
+        // The scenario: a normal client's pace, one event every 250 ms.
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     stop.store(true, Ordering::Relaxed);
@@ -340,11 +354,13 @@ async fn hold(kind: &str, s: &mut TcpStream, addr: &str, stop: &AtomicBool) {
                 {
                     return;
                 }
+                // The scenario: a head trickled a byte every 500 ms.
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
         _ => {
             while !stop.load(Ordering::Relaxed) && !closed(s).await {
+                // The scenario: holding a connection open, looking every 200 ms.
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
@@ -403,9 +419,11 @@ pub async fn login_guessing(admin: &Service, token: &str, guesses: usize) -> Log
     }
     let burst_ms = ms(started.elapsed());
     let stop = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(AtomicU64::new(0));
     let guessers: Vec<_> = (0..50)
         .map(|i| {
             let (attacker, api, stop) = (attacker.clone(), api.clone(), stop.clone());
+            let answered = answered.clone();
             tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
                     let _ = attacker
@@ -413,11 +431,22 @@ pub async fn login_guessing(admin: &Service, token: &str, guesses: usize) -> Log
                         .bearer_auth(format!("guess-{i:032}"))
                         .send()
                         .await;
+                    answered.fetch_add(1, Ordering::Relaxed);
                 }
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The owner logs in while the guessing is under way: once the guessers have had as
+    // many answers as there are of them.
+    Pace::within(Duration::from_secs(10))
+        .every(Duration::from_millis(10))
+        .poll_until("the guessers got no answers", || async {
+            match answered.load(Ordering::Relaxed) {
+                n if n >= 50 => Ok(()),
+                n => Err(n),
+            }
+        })
+        .await;
     let owner = client_from("127.0.0.2".parse().unwrap());
     let started = Instant::now();
     let owner_status = owner
@@ -535,6 +564,7 @@ pub async fn negative_lookups(
         futures::future::join_all(workers).await
     };
     let during = async {
+        // The scenario: the dashboard is opened 200 ms into the attack, while it runs.
         tokio::time::sleep(Duration::from_millis(200)).await;
         dashboard_during_ms = overview_ms(admin, token, site).await;
     };
@@ -688,11 +718,12 @@ pub async fn double_burst(
         (0..20).map(|_| client.get(format!("{}/_liveness", ingest.url)).send()),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    crate::buckets_refilled().await;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap();
     let to_boundary = Duration::from_millis(1000 - u64::from(now.subsec_millis()));
+    // The scenario: the first burst 30 ms before a second's boundary, the next after it.
     tokio::time::sleep(to_boundary.saturating_sub(Duration::from_millis(30))).await;
     let started = Instant::now();
     let first = futures::future::join_all((0..20).map(|_| client.post(&url).json(&body).send()));
@@ -709,7 +740,7 @@ pub async fn double_burst(
     // The events budget: batches of 500 as fast as one client goes.
     let batch = serde_json::json!({"api_key": key, "site_id": site, "events": vec![serde_json::json!({"pathname": "/b"}); 500]});
     let batch_url = format!("{}/api/track/batch", ingest.url);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    crate::buckets_refilled().await;
     let (mut sent, mut ok) = (0usize, 0usize);
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(2) {

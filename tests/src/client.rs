@@ -85,7 +85,8 @@ pub async fn statuses_of_concurrent_posts(url: &str, body: &Value, n: usize) -> 
 }
 
 /// Waits long enough for any key's rate-limit buckets to be full again (they hold one
-/// second's worth), so that a burst starts from a known state.
+/// second's worth), so that a burst starts from a known state. A fixed delay on purpose:
+/// the refill is the scenario, and nothing outside Redis's buckets shows it.
 pub async fn buckets_refilled() {
     tokio::time::sleep(Duration::from_millis(1100)).await;
 }

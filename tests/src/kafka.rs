@@ -16,7 +16,7 @@ pub struct TopicReader {
 
 impl TopicReader {
     pub fn from_end(topic: &str) -> Self {
-        crate::load_stack_env();
+        crate::require_stack(&[crate::StackService::Kafka]);
         let consumer: BaseConsumer = rivulet_common::kafka::base_config()
             .set("group.id", format!("test-{}", uuid::Uuid::new_v4()))
             .set("enable.auto.commit", "false")

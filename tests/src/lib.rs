@@ -11,7 +11,6 @@
 pub mod admin_cli;
 pub mod attack;
 pub mod client;
-pub mod compat;
 pub mod data;
 pub mod kafka;
 pub mod openapi;
@@ -35,7 +34,7 @@ use std::cell::Cell;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Once;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
@@ -46,21 +45,104 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Loads `.stack/env` into this process's environment, once.
+/// How every test that needs the stack fails without it: at once, in one line.
+pub const STACK_NOT_RUNNING: &str =
+    "the local stack is not running: start it with scripts/stack up (scripts/test does this)";
+
+/// Loads `.stack/env` into this process's environment, once. Without it every test
+/// that needs the stack fails at once with [`STACK_NOT_RUNNING`].
 pub fn load_stack_env() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let dir = std::env::var("RIVULET_STACK_DIR").map(PathBuf::from).unwrap_or_else(|_| repo_root().join(".stack"));
-        let path = dir.join("env");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!("cannot read {} ({e}): start the local stack with `scripts/stack up` (scripts/test does this)", path.display())
-        });
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
-            if let Some((k, v)) = line.split_once('=') {
-                std::env::set_var(k.trim(), v.trim());
-            }
+    static ENV: OnceLock<Result<(), String>> = OnceLock::new();
+    if let Err(missing) = ENV.get_or_init(read_stack_env) {
+        panic!("{STACK_NOT_RUNNING} ({missing})");
+    }
+}
+
+/// A service of the local stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackService {
+    Redis,
+    ClickHouse,
+    Kafka,
+}
+
+/// Loads `.stack/env` and checks, once per service, that these services of the stack
+/// accept connections: a test that needs one that does not answer fails at once with
+/// [`STACK_NOT_RUNNING`] and which one, rather than after its own waits time out.
+pub fn require_stack(services: &[StackService]) {
+    static ANSWERS: [OnceLock<Result<(), String>>; 3] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    load_stack_env();
+    for s in services {
+        if let Err(missing) = ANSWERS[*s as usize].get_or_init(|| answers(*s)) {
+            panic!("{STACK_NOT_RUNNING} ({missing})");
         }
-    });
+    }
+}
+
+/// Every service of the stack: what the services a test starts need.
+pub const WHOLE_STACK: &[StackService] = &[
+    StackService::Redis,
+    StackService::ClickHouse,
+    StackService::Kafka,
+];
+
+fn read_stack_env() -> Result<(), String> {
+    let dir = std::env::var("RIVULET_STACK_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo_root().join(".stack"));
+    let path = dir.join("env");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    for line in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        if let Some((k, v)) = line.split_once('=') {
+            std::env::set_var(k.trim(), v.trim());
+        }
+    }
+    Ok(())
+}
+
+/// Whether every node of `service` in `.stack/env` accepts a TCP connection within a
+/// second.
+fn answers(service: StackService) -> Result<(), String> {
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let addrs: Vec<String> = match service {
+        StackService::Redis => vec![host_port(&var("REDIS_URL"))],
+        StackService::ClickHouse => match var("CLICKHOUSE_NODES") {
+            n if n.is_empty() => vec![host_port(&var("CLICKHOUSE_URL"))],
+            n => n.split(',').map(host_port).collect(),
+        },
+        StackService::Kafka => var("KAFKA_BROKERS")
+            .split(',')
+            .map(|b| b.trim().to_string())
+            .collect(),
+    };
+    for addr in addrs {
+        let up = std::net::ToSocketAddrs::to_socket_addrs(addr.as_str())
+            .ok()
+            .and_then(|mut a| a.next())
+            .is_some_and(|a| {
+                std::net::TcpStream::connect_timeout(&a, Duration::from_secs(1)).is_ok()
+            });
+        if !up {
+            return Err(format!("{service:?} at {addr:?} does not answer"));
+        }
+    }
+    Ok(())
+}
+
+/// `host:port` of a URL (`redis://:secret@127.0.0.1:16379/` → `127.0.0.1:16379`).
+fn host_port(url: &str) -> String {
+    let rest = url.trim().split_once("://").map_or(url.trim(), |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or_default();
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, hp)| hp)
+        .to_string()
 }
 
 pub fn env(name: &str) -> String {
@@ -73,12 +155,12 @@ pub fn env(name: &str) -> String {
 /// connection pool does not outlive the runtime that made it.
 pub async fn db() -> Db {
     static MIGRATED: OnceCell<()> = OnceCell::const_new();
-    load_stack_env();
+    require_stack(&[StackService::ClickHouse]);
     let db = ChConfig::from_env()
         .unwrap()
         .connect()
         .await
-        .expect("ClickHouse is not reachable: run scripts/stack up");
+        .unwrap_or_else(|e| panic!("{STACK_NOT_RUNNING} (ClickHouse: {e})"));
     MIGRATED
         .get_or_init(|| async {
             rivulet_common::schema::migrations::migrate(&db)
@@ -95,6 +177,7 @@ pub async fn registry() -> Registry {
 
 /// A fresh site and an API key for it: `(site_id, api_key)`.
 pub async fn site_with_key() -> (u32, String) {
+    require_stack(&[StackService::Redis, StackService::ClickHouse]);
     let reg = registry().await;
     let mut redis = redis::Client::open(env("REDIS_URL"))
         .unwrap()
@@ -283,7 +366,7 @@ fn spawn_service(
     defaults: &[(&str, &str)],
     extra: &[(&str, &str)],
 ) -> Service {
-    load_stack_env();
+    require_stack(WHOLE_STACK);
     let port = free_port();
     // Ingest serves readiness and metrics on an address of their own (unless the binary
     // under test predates it: RIVULET_LEGACY_OPS, for the attack tool's "before").
@@ -438,4 +521,19 @@ pub async fn start_admin(token: &str, extra: &[(&str, &str)]) -> Service {
     let svc = spawn_service("rivulet-admin", &["serve"], "ADMIN_ADDR", &defaults, extra);
     wait_ready(&svc.url, Duration::from_secs(30)).await;
     svc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_port;
+
+    #[test]
+    fn host_and_port_of_the_stacks_urls() {
+        assert_eq!(
+            host_port("redis://:0123abcd@127.0.0.1:16379/"),
+            "127.0.0.1:16379"
+        );
+        assert_eq!(host_port("http://127.0.0.1:18123"), "127.0.0.1:18123");
+        assert_eq!(host_port(" http://127.0.0.1:17121/ "), "127.0.0.1:17121");
+    }
 }

@@ -312,6 +312,8 @@ async fn nothing_acknowledged_is_lost_under_faults() {
 
     let mut recoveries: Vec<(String, Duration)> = Vec::new();
     let mut error_rates: Vec<(String, u64, u64)> = Vec::new();
+    // The scenario, here and below: the stream runs `pause` between faults, and each
+    // fault lasts its own time.
     tokio::time::sleep(p.pause).await;
     for fault in &p.faults {
         eprintln!(
@@ -399,7 +401,9 @@ async fn nothing_acknowledged_is_lost_under_faults() {
     };
     let uniq = format!("SELECT uniqExact(event_id) FROM events WHERE site_id = {site}");
     wait_count(&uniq, acked.len() as u64, Duration::from_secs(180)).await;
-    // Give redeliveries in flight a moment to land, so that duplicates would be seen.
+    // Give redeliveries in flight a moment to land, so that duplicates would be seen: a
+    // window for something that may or may not happen (no condition ends it), which the
+    // figures below report.
     tokio::time::sleep(Duration::from_secs(2)).await;
     // Rows before dedup: redeliveries after a SIGKILL and client retries show up there.
     let StoredEvents {

@@ -125,6 +125,18 @@ fn rows_of(site_id: u32, n: u32, hour: u32) -> Vec<EventRow> {
             browser: browsers[i as usize % browsers.len()].into(),
             device_type: ["Desktop", "Mobile", "Tablet"][i as usize % 3].into(),
             is_bot: u8::from(i % 17 == 0),
+            // Some visitors from a search engine (the Overview's referrers and channels).
+            referrer: if i % 4 == 0 {
+                "https://www.google.com/".into()
+            } else {
+                String::new()
+            },
+            channel: if i % 4 == 0 {
+                "Organic Search"
+            } else {
+                "Direct"
+            }
+            .into(),
             ..EventRow::default()
         })
         .collect()

@@ -71,6 +71,7 @@ async fn stream(
         sent.lock()
             .unwrap()
             .extend(ids.into_iter().map(|id| (id, acked)));
+        // The scenario: the stream's pace (about 1000 events a second).
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -127,11 +128,13 @@ async fn rules_and_geo_reload_under_load_and_on_sighup() {
             while !stop.load(Ordering::Relaxed) {
                 let n = count(site).await;
                 samples.lock().unwrap().push((now_ms(), n));
+                // The scenario: a sample every 100 ms.
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
     };
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Rows enriched with the older rules are stored before they change.
+    until_rows(site, "", 200).await;
 
     // 1. Newer rules, installed with the admin command: the periodic check loads them.
     // They are the shipped rules repeated, so that compiling them takes a few seconds:
@@ -158,7 +161,8 @@ async fn rules_and_geo_reload_under_load_and_on_sighup() {
         r["ua_rules"]["revision"] == revision.as_str()
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Rows enriched with the new rules are stored before the next change.
+    until_rows(site, "browser = 'Vivaldi'", 100).await;
 
     // 2. A broken file put in place by hand: refused, the loaded rules stay.
     let text = std::fs::read_to_string(shipped_rules()).unwrap();
@@ -182,6 +186,7 @@ async fn rules_and_geo_reload_under_load_and_on_sighup() {
         why.contains("are not a valid uap-core regexes.yaml"),
         "{why}"
     );
+    // The scenario: the stream goes on for a while with the broken file in place.
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // 3. A country database instead of the city one.
@@ -205,7 +210,8 @@ async fn rules_and_geo_reload_under_load_and_on_sighup() {
         r["geo_db"]["files"][0]["type"] == "GeoLite2-Country"
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Rows enriched with the country database are stored before the stream stops.
+    until_rows(site, "city = ''", 100).await;
     stop.store(true, Ordering::Relaxed);
     streaming.await.unwrap();
     sampling.await.unwrap();
@@ -218,8 +224,10 @@ async fn rules_and_geo_reload_under_load_and_on_sighup() {
     let sql = format!("SELECT count() FROM events WHERE site_id = {site}");
     assert_eq!(wait_count(&sql, n, Duration::from_secs(60)).await, n);
     let all_in = now_ms();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(count(site).await, n, "no event stored twice");
+    Pace::within(Duration::from_secs(2))
+        .every(Duration::from_millis(250))
+        .repeat(|_| async { assert_eq!(count(site).await, n, "no event stored twice") })
+        .await;
     let rows: Vec<(String, String, String, String)> = db()
         .await
         .client
@@ -399,7 +407,16 @@ async fn rules_and_geo_reload_under_load_and_on_sighup() {
     )
     .await
     .json();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Nothing reloads them until SIGHUP: the old rules stay for a while.
+    Pace::within(Duration::from_millis(1500))
+        .every(Duration::from_millis(100))
+        .repeat(|_| async {
+            assert_eq!(
+                readiness(&enricher).await["ua_rules"]["revision"],
+                "test-old"
+            )
+        })
+        .await;
     let before_hup = post_and_read_browsers(&ingest.url, site, &key).await;
     assert!(before_hup.iter().all(|b| b == "Chrome"), "{before_hup:?}");
     assert_eq!(
@@ -418,6 +435,21 @@ async fn rules_and_geo_reload_under_load_and_on_sighup() {
     let after_hup = post_and_read_browsers(&ingest.url, site, &key).await;
     assert!(after_hup.iter().all(|b| b == "Vivaldi"), "{after_hup:?}");
     assert!(enricher.logs().contains("SIGHUP: reloading"));
+}
+
+/// Waits until the site has `at_least` rows matching `filter` (SQL; none when empty).
+async fn until_rows(site: u32, filter: &str, at_least: u64) {
+    let and = if filter.is_empty() {
+        String::new()
+    } else {
+        format!(" AND {filter}")
+    };
+    let sql = format!("SELECT count() FROM events WHERE site_id = {site}{and}");
+    let got = wait_count(&sql, at_least, Duration::from_secs(30)).await;
+    assert!(
+        got >= at_least,
+        "{got} rows ({sql}), not {at_least}, within 30 s"
+    );
 }
 
 /// Posts 10 Vivaldi events and returns the browser of each once stored.

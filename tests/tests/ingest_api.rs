@@ -1,11 +1,12 @@
-//! The wire contract of POST /api/track and /api/track/batch (docs/design.md, "Wire
-//! contract": its table and the field limits), by real HTTP to a running rivulet-ingest
-//! on the real stack.
+//! The parts of ingest's wire contract that need the real stack (docs/design.md, "Wire
+//! contract"), by real HTTP to a running rivulet-ingest: keys checked against the
+//! registry through the cache chain (401, 404, revocation), rate limits counted in
+//! Redis, the process's logs and metrics. The rest of the contract (bodies, validation,
+//! field limits, error shapes, batches, the browser path, identify) is tested in-process
+//! in ingest/tests/router/.
 
-use flate2::{write::GzEncoder, Compression};
 use rivulet_tests::*;
 use serde_json::{json, Value};
-use std::io::Write;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
@@ -39,126 +40,6 @@ async fn post_raw(
 async fn post(body: Value) -> (u16, Value) {
     let (s, _, b) = post_raw("/api/track", serde_json::to_vec(&body).unwrap(), &[]).await;
     (s, b)
-}
-
-async fn event(extra: Value) -> Value {
-    let f = fx().await;
-    let mut ev = json!({"api_key": f.key, "site_id": f.site_id.to_string()});
-    for (k, v) in extra.as_object().unwrap() {
-        ev[k] = v.clone();
-    }
-    ev
-}
-
-#[tokio::test]
-async fn accepted_pageview_is_200_success_true() {
-    let (status, body) =
-        post(event(json!({"pathname": "/", "hostname": "example.com"})).await).await;
-    assert_eq!((status, body), (200, json!({"success": true})));
-}
-
-#[tokio::test]
-async fn site_id_as_number_type_default_and_unknown_fields_ignored() {
-    let f = fx().await;
-    let (status, _) =
-        post(json!({"api_key": f.key, "site_id": f.site_id, "some_future_field": [1, {"x": 2}]}))
-            .await;
-    assert_eq!(status, 200);
-}
-
-#[tokio::test]
-async fn body_not_json_not_object_or_bad_utf8_is_400() {
-    for body in [
-        b"not json".to_vec(),
-        b"[1,2]".to_vec(),
-        b"\"x\"".to_vec(),
-        b"{\"a\":\"\xff\"}".to_vec(),
-        Vec::new(),
-    ] {
-        let (status, _, b) = post_raw("/api/track", body.clone(), &[]).await;
-        assert_eq!(status, 400, "{body:?}");
-        assert_eq!(b["success"], false);
-        assert!(
-            b["error"]
-                .as_str()
-                .unwrap()
-                .starts_with("Invalid JSON body"),
-            "{b}"
-        );
-        assert!(b.get("details").is_none());
-    }
-}
-
-#[tokio::test]
-async fn schema_violation_is_400_with_field_errors() {
-    let f = fx().await;
-    let (status, b) = post(json!({"api_key": f.key, "type": "click", "screenWidth": "wide"})).await;
-    assert_eq!(status, 400);
-    assert_eq!(b["error"], "Invalid payload");
-    for field in ["site_id", "type", "screenWidth"] {
-        assert!(
-            b["details"]["fieldErrors"][field].is_array(),
-            "{field}: {b}"
-        );
-    }
-    assert!(b["details"]["formErrors"].is_array());
-}
-
-#[tokio::test]
-async fn custom_event_without_event_name_is_a_form_error() {
-    let (status, b) = post(event(json!({"type": "custom_event"})).await).await;
-    assert_eq!(status, 400);
-    let form = b["details"]["formErrors"].as_array().unwrap();
-    assert!(
-        form.iter()
-            .any(|m| m.as_str().unwrap().contains("require event_name")),
-        "{b}"
-    );
-    let (status, _) =
-        post(event(json!({"type": "custom_event", "event_name": "signup"})).await).await;
-    assert_eq!(status, 200);
-}
-
-#[tokio::test]
-async fn properties_not_valid_json_is_a_field_error() {
-    let (status, b) = post(
-        event(json!({"type": "custom_event", "event_name": "e", "properties": "{oops"})).await,
-    )
-    .await;
-    assert_eq!(status, 400);
-    assert!(b["details"]["fieldErrors"]["properties"][0]
-        .as_str()
-        .unwrap()
-        .contains("valid JSON"));
-}
-
-#[tokio::test]
-async fn every_field_limit_at_and_one_over() {
-    for (field, max) in rivulet_ingest::event::validate::LIMITS {
-        let at = if *field == "properties" {
-            format!("\"{}\"", "a".repeat(max - 2))
-        } else {
-            "a".repeat(*max)
-        };
-        let over = if *field == "properties" {
-            format!("\"{}\"", "a".repeat(max - 1))
-        } else {
-            "a".repeat(max + 1)
-        };
-        let base = json!({"type": "custom_event", "event_name": "limit-test"});
-        let mut ok = event(base.clone()).await;
-        ok[*field] = json!(at);
-        let (status, b) = post(ok).await;
-        assert_eq!(status, 200, "{field} at its limit of {max}: {b}");
-        let mut bad = event(base).await;
-        bad[*field] = json!(over);
-        let (status, b) = post(bad).await;
-        assert_eq!(status, 400, "{field} one over its limit");
-        assert!(
-            b["details"]["fieldErrors"][*field].is_array(),
-            "{field}: {b}"
-        );
-    }
 }
 
 #[tokio::test]
@@ -204,12 +85,17 @@ async fn revoked_key_is_401() {
         .unwrap()
         .status;
     assert!(status.success());
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let (status, b) = post(json!({"api_key": key, "site_id": site})).await;
-    assert_eq!(
-        (status, b["error"].as_str()),
-        (401, Some("Invalid API key"))
-    );
+    // The revocation reaches the running ingest on the invalidation channel: within about
+    // a second (docs/design.md, "Keys and sites"), so it is polled for, not waited for.
+    Pace::within(Duration::from_secs(5))
+        .every(Duration::from_millis(50))
+        .poll_until("the revoked key was not refused", || async {
+            match post(json!({"api_key": key, "site_id": site})).await {
+                (401, b) if b["error"] == "Invalid API key" => Ok(()),
+                (status, b) => Err(format!("{status} {b}")),
+            }
+        })
+        .await;
 }
 
 #[tokio::test]
@@ -225,52 +111,6 @@ async fn unknown_site_is_404_after_a_valid_key() {
         post(json!({"api_key": format!("rb_{}", "1".repeat(32)), "site_id": 4_000_000_000u32}))
             .await;
     assert_eq!(status, 401);
-}
-
-#[tokio::test]
-async fn too_large_is_413_also_after_gzip() {
-    let big = event(json!({"pathname": "/", "padding": "x".repeat(70_000)})).await;
-    let (status, _, b) = post_raw("/api/track", serde_json::to_vec(&big).unwrap(), &[]).await;
-    assert_eq!(status, 413);
-    assert_eq!(b["success"], false);
-    let mut enc = GzEncoder::new(Vec::new(), Compression::best());
-    enc.write_all(&serde_json::to_vec(&big).unwrap()).unwrap();
-    let gz = enc.finish().unwrap();
-    assert!(gz.len() < 65536);
-    let (status, _, _) = post_raw("/api/track", gz, &[("content-encoding", "gzip")]).await;
-    assert_eq!(status, 413);
-}
-
-#[tokio::test]
-async fn gzip_body_is_accepted() {
-    let ev = event(json!({"pathname": "/gz"})).await;
-    let mut enc = GzEncoder::new(Vec::new(), Compression::default());
-    enc.write_all(&serde_json::to_vec(&ev).unwrap()).unwrap();
-    let (status, _, b) = post_raw(
-        "/api/track",
-        enc.finish().unwrap(),
-        &[("content-encoding", "gzip")],
-    )
-    .await;
-    assert_eq!((status, b), (200, json!({"success": true})));
-    let (status, _, _) =
-        post_raw("/api/track", b"{}".to_vec(), &[("content-encoding", "br")]).await;
-    assert_eq!(status, 415);
-}
-
-#[tokio::test]
-async fn wrong_method_is_405() {
-    let f = fx().await;
-    let doc = openapi::document(&f.ingest.url).await;
-    for path in ["/api/track", "/api/track/batch"] {
-        let resp = http().get(format!("{}{path}", f.ingest.url)).fetch().await;
-        assert_eq!(resp.status().as_u16(), 405);
-        assert_eq!(resp.headers()["allow"], "POST");
-        let b: Value = resp.json().await.unwrap();
-        // A wrong method has no operation of its own: its answer is the one documented for POST.
-        openapi::assert_documented(&doc, path, 405, &b);
-        assert_eq!(b["success"], false);
-    }
 }
 
 /// With RATE_LIMIT_PER_SECOND unset, the limit is the documented 20.
@@ -343,117 +183,6 @@ async fn rate_limit_is_429_with_retry_after_and_the_configured_number() {
     assert_eq!(
         limited.metric("ingest_events_accepted_total").await,
         ok as f64
-    );
-}
-
-#[tokio::test]
-async fn batch_reports_each_event() {
-    let f = fx().await;
-    let id = uuid::Uuid::new_v4().to_string();
-    let body = json!({"api_key": f.key, "site_id": f.site_id, "events": [
-        {"pathname": "/a", "event_id": id},
-        {"type": "custom_event"},
-        "not an object",
-        {"type": "custom_event", "event_name": "buy", "properties": "{\"sku\":\"x\"}"},
-        {"site_id": 999, "pathname": "/other-site"}
-    ]});
-    let (status, _, b) =
-        post_raw("/api/track/batch", serde_json::to_vec(&body).unwrap(), &[]).await;
-    assert_eq!(status, 200, "{b}");
-    assert_eq!(b["success"], false, "some events were rejected: {b}");
-    assert_eq!(
-        (
-            b["accepted"].as_u64(),
-            b["rejected"].as_u64(),
-            b["failed"].as_u64()
-        ),
-        (Some(2), Some(3), Some(0))
-    );
-    let r = b["results"].as_array().unwrap();
-    assert_eq!(r[0], json!({"status": "accepted", "event_id": id}));
-    assert_eq!(r[1]["status"], "invalid");
-    assert!(r[1]["details"]["formErrors"][0]
-        .as_str()
-        .unwrap()
-        .contains("event_name"));
-    assert_eq!(r[2]["status"], "invalid");
-    assert_eq!(r[3]["status"], "accepted");
-    assert!(r[4]["details"]["fieldErrors"]["site_id"].is_array());
-
-    let too_many = json!({"api_key": f.key, "site_id": f.site_id, "events": vec![json!({}); 501]});
-    let (status, _, b) = post_raw(
-        "/api/track/batch",
-        serde_json::to_vec(&too_many).unwrap(),
-        &[],
-    )
-    .await;
-    assert_eq!(status, 400);
-    assert!(b["details"]["fieldErrors"]["events"].is_array());
-    let (status, _, _) = post_raw(
-        "/api/track/batch",
-        serde_json::to_vec(&json!({"api_key": "rb_x", "site_id": 1, "events": []})).unwrap(),
-        &[],
-    )
-    .await;
-    assert_eq!(status, 401);
-}
-
-#[tokio::test]
-async fn responses_match_the_openapi_document() {
-    let f = fx().await;
-    let doc = openapi::document(&f.ingest.url).await;
-    assert_eq!(
-        doc["openapi"].as_str().map(|v| v.starts_with("3.")),
-        Some(true)
-    );
-    let batch = |events: Value| {
-        serde_json::to_vec(&json!({"api_key": f.key, "site_id": f.site_id, "events": events}))
-            .unwrap()
-    };
-    // (path, body, extra headers)
-    type Case<'a> = (&'a str, Vec<u8>, &'a [(&'a str, &'a str)]);
-    let cases: Vec<Case> = vec![
-        (
-            "/api/track",
-            serde_json::to_vec(&event(json!({})).await).unwrap(),
-            &[],
-        ),
-        ("/api/track", b"nope".to_vec(), &[]),
-        (
-            "/api/track",
-            serde_json::to_vec(&event(json!({"type": "custom_event"})).await).unwrap(),
-            &[],
-        ),
-        (
-            "/api/track",
-            serde_json::to_vec(&json!({"api_key": "rb_x", "site_id": 1})).unwrap(),
-            &[],
-        ),
-        (
-            "/api/track",
-            serde_json::to_vec(&json!({"api_key": f.key, "site_id": 4_000_000_000u32})).unwrap(),
-            &[],
-        ),
-        ("/api/track", vec![b' '; 70_000], &[]),
-        ("/api/track", b"{}".to_vec(), &[("content-encoding", "br")]),
-        ("/api/track/batch", batch(json!([{}, {"type": 1}])), &[]),
-        ("/api/track/batch", batch(json!([{}])), &[]),
-        ("/api/track/batch", batch(json!({})), &[]),
-        (
-            "/api/track/batch",
-            b"{}".to_vec(),
-            &[("content-encoding", "br")],
-        ),
-    ];
-    let mut statuses = Vec::new();
-    for (path, body, headers) in cases {
-        let (status, _, b) = post_raw(path, body, headers).await;
-        openapi::assert_documented(&doc, path, status, &b);
-        statuses.push(status);
-    }
-    assert_eq!(
-        statuses,
-        vec![200, 400, 400, 401, 404, 413, 415, 200, 200, 400, 415]
     );
 }
 

@@ -45,6 +45,7 @@ fn spawn_stream(
                 "{what} was never acknowledged"
             );
             acked.extend(ids);
+            // The scenario: the stream's pace.
             tokio::time::sleep(pause).await;
         }
         acked
@@ -85,6 +86,7 @@ async fn kill_9_one_of_two_enrichers_loses_nothing() {
     let _serial = SERIAL.lock().await;
     let (site, key, ingest, mut enrichers) = pipeline(2).await;
     let producer = spawn_stream(&ingest, &key, site, (40, 100), Duration::from_millis(100));
+    // The scenario: the kill comes 2 s into the stream.
     tokio::time::sleep(Duration::from_secs(2)).await;
     enrichers[0].kill9();
     let acked = producer.await.unwrap();
@@ -99,6 +101,7 @@ async fn clickhouse_down_20s_under_a_stream_loses_nothing() {
     let enricher = &mut enrichers[0];
     // About 30 s of events; ClickHouse goes away for 20 s of it.
     let producer = spawn_stream(&ingest, &key, site, (60, 20), Duration::from_millis(500));
+    // The scenario: ClickHouse stops 3 s into the stream, for 20 s.
     tokio::time::sleep(Duration::from_secs(3)).await;
     stack(&["stop", "clickhouse"]);
     let down = Instant::now();

@@ -119,6 +119,7 @@ async fn replay_re_enriches_stored_events_and_counts_stay() {
     let t0 = now_ms();
     let events: Vec<Value> = (0..N).map(|i| event(i, t0)).collect();
     post(&ingest, site, &key, &events[..N / 2]).await;
+    // The scenario: the second half is received 1.5 s after the first.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let second_half = now_ms() - 500;
     post(&ingest, site, &key, &events[N / 2..]).await;

@@ -50,16 +50,34 @@ pub fn csrf_field(s: &SessionCtx) -> Markup {
 #[derive(PartialEq, Eq, Clone, Copy)]
 pub enum SiteTab {
     Overview,
+    People,
     General,
     ApiKey,
+    Privacy,
+    Domains,
+    Tracking,
 }
 
-/// A site's name and its tabs: Overview, and Settings with General and API Key.
+impl SiteTab {
+    fn in_settings(self) -> bool {
+        !matches!(self, SiteTab::Overview | SiteTab::People)
+    }
+}
+
+/// A site's name and its tabs: Overview, People, and Settings with General, API Key,
+/// Privacy, Domains and Tracking code.
 pub fn site_header(site: &Site, active: SiteTab) -> Markup {
     let id = site.site_id;
-    let settings = matches!(active, SiteTab::General | SiteTab::ApiKey);
+    let settings = active.in_settings();
     let tab = |href: String, label: &str, on: bool| {
         html! { a.tab.active[on] href=(href) aria-current=[on.then_some("page")] { (label) } }
+    };
+    let sub = |path: &str, label: &str, which: SiteTab| {
+        tab(
+            format!("/sites/{id}/settings{path}"),
+            label,
+            active == which,
+        )
     };
     html! {
         div.site-header {
@@ -67,16 +85,31 @@ pub fn site_header(site: &Site, active: SiteTab) -> Markup {
             p.muted { (site.domain) " · site " (id) }
             nav.tabs {
                 (tab(format!("/sites/{id}/overview"), "Overview", active == SiteTab::Overview))
+                (tab(format!("/sites/{id}/users"), "People", active == SiteTab::People))
                 (tab(format!("/sites/{id}/settings"), "Settings", settings))
             }
             @if settings {
                 nav.tabs.sub {
-                    (tab(format!("/sites/{id}/settings"), "General", active == SiteTab::General))
-                    (tab(format!("/sites/{id}/settings/api-key"), "API Key", active == SiteTab::ApiKey))
+                    (sub("", "General", SiteTab::General))
+                    (sub("/api-key", "API Key", SiteTab::ApiKey))
+                    (sub("/privacy", "Privacy", SiteTab::Privacy))
+                    (sub("/domains", "Domains", SiteTab::Domains))
+                    (sub("/tracking", "Tracking code", SiteTab::Tracking))
                 }
             }
         }
     }
+}
+
+/// A table in a box of its own that scrolls sideways when the table is wider than the
+/// screen (a phone), instead of pushing the whole page past its edge.
+pub fn scroll(table: Markup) -> Markup {
+    html! { div.table-scroll { (table) } }
+}
+
+/// A time in milliseconds, as `datetime` shows it.
+pub fn datetime_ms(epoch_ms: u64) -> String {
+    datetime(u32::try_from(epoch_ms / 1000).unwrap_or(u32::MAX))
 }
 
 /// `2026-01-31 14:05 UTC`; every time in the dashboard is UTC.

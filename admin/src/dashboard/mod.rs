@@ -7,16 +7,21 @@
 mod assets;
 mod chart;
 mod csrf;
+mod domains;
+mod download;
 mod json_api;
 mod layout;
 mod login;
 mod overview;
+mod privacy;
 mod respond;
 mod session;
 mod settings;
 mod sites;
 mod stats;
 mod throttle;
+mod tracking;
+mod users;
 
 use crate::error::AdminError;
 use crate::ops::Ops;
@@ -54,6 +59,9 @@ pub struct DashboardConfig {
     pub trusted_proxies: TrustedProxies,
     /// `ADMIN_MAX_CONNECTIONS`, default 1024.
     pub max_connections: usize,
+    /// `ADMIN_INGEST_URL`: where sites load the tracking script from, as the Tracking
+    /// code tab writes it into the snippet (no trailing slash).
+    pub ingest_url: String,
 }
 
 impl DashboardConfig {
@@ -87,7 +95,32 @@ impl DashboardConfig {
                 AdminError::Usage(format!("ADMIN_TRUSTED_PROXIES={proxies:?}: {e}"))
             })?,
             max_connections: config::parse("ADMIN_MAX_CONNECTIONS", 1024)?,
+            ingest_url: ingest_url(&config::string("ADMIN_INGEST_URL", DEFAULT_INGEST_URL))?,
         })
+    }
+}
+
+/// Ingest's public address in the default configuration (`INGEST_ADDR`).
+const DEFAULT_INGEST_URL: &str = "http://127.0.0.1:3000";
+
+/// `ADMIN_INGEST_URL`: an http(s) origin, optionally with a path prefix (a proxy's
+/// folder), without query or fragment; a trailing slash is dropped.
+fn ingest_url(value: &str) -> Result<String, AdminError> {
+    let url = value.trim().trim_end_matches('/');
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    match rest {
+        Some(rest)
+            if !rest.is_empty()
+                && !rest.starts_with('/')
+                && !rest.contains(['?', '#', '"', '<', '>', ' ', '\'', '\\']) =>
+        {
+            Ok(url.to_string())
+        }
+        _ => Err(AdminError::Usage(format!(
+            "ADMIN_INGEST_URL={value:?} is not ingest's address: give its public URL, such as https://stats.example.com"
+        ))),
     }
 }
 
@@ -99,6 +132,8 @@ pub struct Dashboard {
     pub sessions: session::Sessions,
     pub throttle: throttle::LoginThrottle,
     pub trusted_proxies: TrustedProxies,
+    /// `ADMIN_INGEST_URL`, for the tracking snippet.
+    pub ingest_url: String,
 }
 
 pub type AppState = Arc<Dashboard>;
@@ -111,6 +146,7 @@ pub async fn serve(cfg: DashboardConfig, ops: Ops) -> Result<(), AdminError> {
         sessions: session::Sessions::new(&cfg),
         throttle: throttle::LoginThrottle::new(cfg.login_delay),
         trusted_proxies: cfg.trusted_proxies.clone(),
+        ingest_url: cfg.ingest_url.clone(),
     });
     let listener = tokio::net::TcpListener::bind(cfg.addr)
         .await
@@ -165,6 +201,17 @@ pub fn router(state: AppState) -> Router {
             "/sites/{site_id}/keys/{key_id}/revoke",
             post(settings::revoke_key),
         )
+        .route("/sites/{site_id}/settings/privacy", get(privacy::page))
+        .route("/sites/{site_id}/erasures", post(privacy::erase))
+        .route("/sites/{site_id}/retention", post(privacy::save_retention))
+        .route("/sites/{site_id}/export", get(privacy::export))
+        .route(
+            "/sites/{site_id}/settings/domains",
+            get(domains::page).post(domains::save),
+        )
+        .route("/sites/{site_id}/settings/tracking", get(tracking::page))
+        .route("/sites/{site_id}/users", get(users::search))
+        .route("/sites/{site_id}/users/{user_id}", get(users::page))
         .route("/logout", post(login::logout))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
@@ -177,7 +224,9 @@ pub fn router(state: AppState) -> Router {
         )
         .route(
             "/api/sites/{site_id}",
-            get(json_api::get_site).delete(json_api::delete_site),
+            get(json_api::get_site)
+                .patch(json_api::update_site)
+                .delete(json_api::delete_site),
         )
         .route(
             "/api/sites/{site_id}/keys",
@@ -188,6 +237,16 @@ pub fn router(state: AppState) -> Router {
             post(json_api::revoke_key),
         )
         .route("/api/sites/{site_id}/overview", get(json_api::overview))
+        .route(
+            "/api/sites/{site_id}/erasures",
+            get(json_api::list_erasures).post(json_api::create_erasure),
+        )
+        .route("/api/erasures/{request_id}", get(json_api::get_erasure))
+        .route(
+            "/api/sites/{site_id}/users/{user_id}",
+            get(json_api::user_profile),
+        )
+        .route("/api/sites/{site_id}/export", get(json_api::export))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             login::require_api_auth,
@@ -260,4 +319,34 @@ async fn security_headers(State(st): State<AppState>, req: Request, next: Next) 
         );
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_ingest_url_is_an_http_origin_without_a_trailing_slash() {
+        assert_eq!(
+            super::ingest_url("https://stats.example.com/").unwrap(),
+            "https://stats.example.com"
+        );
+        assert_eq!(
+            super::ingest_url(" http://127.0.0.1:3000 ").unwrap(),
+            "http://127.0.0.1:3000"
+        );
+        assert_eq!(
+            super::ingest_url("https://example.com/rivulet").unwrap(),
+            "https://example.com/rivulet"
+        );
+        for bad in [
+            "",
+            "stats.example.com",
+            "ftp://x",
+            "https://",
+            "https:///x",
+            "https://x?y",
+            "https://x\"><script>",
+        ] {
+            assert!(super::ingest_url(bad).is_err(), "{bad}");
+        }
+    }
 }

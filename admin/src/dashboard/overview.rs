@@ -1,5 +1,5 @@
-//! A site's Overview page: totals, the hourly chart, the breakdowns and the latest
-//! events of the last 24 hours (data from `stats`).
+//! A site's Overview page: totals, the hourly chart, the breakdowns (audience, event
+//! types, sources) and the latest events of the last 24 hours (data from `stats`).
 
 use super::layout::{self, SiteTab};
 use super::respond::PageError;
@@ -31,14 +31,14 @@ pub async fn page(
         (chart::hourly(&o.hourly))
         details {
             summary { "The numbers" }
-            table {
+            (layout::scroll(html! { table {
                 thead { tr { th { "Hour (UTC)" } th.num { "Pageviews" } th.num { "Visitors" } } }
                 tbody {
                     @for h in &o.hourly {
-                        tr { td { (layout::datetime(h.hour)) } td.num { (h.pageviews) } td.num { (h.visitors) } }
+                        tr { td.when { (layout::datetime(h.hour)) } td.num { (h.pageviews) } td.num { (h.visitors) } }
                     }
                 }
-            }
+            } }))
         }
         div.grid {
             (breakdown("Top pages", "Page", "Pageviews", &o.top_pages))
@@ -46,17 +46,23 @@ pub async fn page(
             (breakdown("Browsers", "Browser", "Events", &o.browsers))
             (breakdown("Devices", "Device", "Events", &o.devices))
             (breakdown("Custom events", "Event", "Count", &o.custom_events))
+            (breakdown("Event types", "Type", "Events", &o.event_types))
+        }
+        h2 { "Sources" }
+        div.grid #sources {
+            (breakdown("Channels", "Channel", "Events", &o.channels))
+            (breakdown("Referrers", "Site", "Events", &o.referrers))
         }
         h2 { "Latest events" }
         @if o.latest_events.is_empty() {
             p.muted { "No events in the last 24 hours. Send one with an API key from Settings → API Key." }
         } @else {
-            table #latest-events {
+            (layout::scroll(html! { table #latest-events {
                 thead { tr { th { "Time" } th { "Type" } th { "Page" } th { "Country" } th { "Browser" } th { "Device" } } }
                 tbody {
                     @for e in &o.latest_events {
                         tr {
-                            td { (layout::datetime(e.timestamp)) }
+                            td.when { (layout::datetime(e.timestamp)) }
                             td {
                                 (e.event_type)
                                 @if !e.event_name.is_empty() { ": " (e.event_name) }
@@ -69,7 +75,7 @@ pub async fn page(
                         }
                     }
                 }
-            }
+            } }))
         }
     };
     Ok(layout::html(layout::page(
@@ -94,14 +100,14 @@ fn breakdown(title: &str, what: &str, measure: &str, rows: &[Count]) -> Markup {
             @if rows.is_empty() {
                 p.muted { "Nothing yet." }
             } @else {
-                table {
+                (layout::scroll(html! { table {
                     thead { tr { th { (what) } th.num { (measure) } th.num { "Visitors" } } }
                     tbody {
                         @for r in rows {
                             tr { td.text { (or_unknown(&r.label)) } td.num { (r.events) } td.num { (r.visitors) } }
                         }
                     }
-                }
+                } }))
             }
         }
     }

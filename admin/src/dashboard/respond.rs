@@ -64,3 +64,22 @@ impl IntoResponse for ApiError {
         api_error(self.0)
     }
 }
+
+/// An API handler's JSON body. A body that is not JSON, or not the JSON the handler
+/// takes, is a 400 in the API's `{"error": …}` shape (axum's own answer is plain text).
+pub struct ApiJson<T>(pub T);
+
+impl<S, T> axum::extract::FromRequest<S> for ApiJson<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(ApiJson(v)),
+            Err(rejection) => Err(ApiError(AdminError::Usage(rejection.body_text()))),
+        }
+    }
+}

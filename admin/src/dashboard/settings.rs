@@ -159,13 +159,13 @@ pub async fn api_key(
         @if keys.is_empty() {
             p.muted { "This site has no API keys yet." }
         } @else {
-            table.keys {
+            (layout::scroll(html! { table.keys {
                 thead { tr { th { "Key" } th { "Created" } th { "Last used" } th { "Status" } th {} } }
                 tbody {
                     @for k in &keys {
                         tr data-key-id=(k.key_id) {
                             td { code { (k.key_prefix) "…" } br; span.muted.mono { (k.key_id) } }
-                            td { (layout::datetime(k.created_at)) }
+                            td.when { (layout::datetime(k.created_at)) }
                             td {
                                 @match used.as_ref().map(|u| u.get(&k.key_id)) {
                                     Some(Some(at)) => (layout::datetime(*at)),
@@ -192,7 +192,7 @@ pub async fn api_key(
                         }
                     }
                 }
-            }
+            } }))
             p.hint { "Last used: when an ingest last accepted a request with the key, to the minute." }
         }
     };

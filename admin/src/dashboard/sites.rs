@@ -27,7 +27,7 @@ pub async fn list(
         @if sites.is_empty() {
             p.muted { "No sites yet. Add the first one below." }
         } @else {
-            table.sites {
+            (layout::scroll(html! { table.sites {
                 thead { tr { th.num { "Id" } th { "Name" } th { "Domain" } th { "Created" } th {} } }
                 tbody {
                     @for s in &sites {
@@ -35,12 +35,12 @@ pub async fn list(
                             td.num { (s.site_id) }
                             td { a href=(format!("/sites/{}/overview", s.site_id)) { (s.name) } }
                             td.text { (s.domain) }
-                            td { (layout::datetime(s.created_at)) }
+                            td.when { (layout::datetime(s.created_at)) }
                             td { a href=(format!("/sites/{}/settings", s.site_id)) { "Settings" } }
                         }
                     }
                 }
-            }
+            } }))
         }
         h2 { "Add a site" }
         form.card method="post" action="/sites" {

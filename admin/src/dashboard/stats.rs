@@ -1,6 +1,6 @@
 //! What a site's Overview shows, read from ClickHouse `events`: the last 24 hours by
-//! hour, the top pages, countries, browsers, devices and custom events, and the latest
-//! events. Shared by the Overview page and `GET /api/sites/{id}/overview`.
+//! hour, the top pages, countries, browsers, devices, custom events, event types, channels
+//! and referrers, and the latest events. Shared by the Overview page and `GET /api/sites/{id}/overview`.
 //!
 //! The statements are `schema::queries::OVERVIEW_*`: they count with
 //! `uniqExact(event_id)`, so an unmerged duplicate counts once (on a cluster too: every
@@ -30,6 +30,11 @@ pub struct Overview {
     pub browsers: Vec<Count>,
     pub devices: Vec<Count>,
     pub custom_events: Vec<Count>,
+    /// Events by type: whatever types occur (pageview, custom_event, performance, …).
+    pub event_types: Vec<Count>,
+    /// Sources: the enricher's channel (Direct, Organic Search, …) and the referring sites.
+    pub channels: Vec<Count>,
+    pub referrers: Vec<Count>,
     pub latest_events: Vec<LatestEvent>,
 }
 
@@ -91,14 +96,30 @@ pub fn window_start(now: u32) -> u32 {
 
 pub async fn load(db: &Db, site_id: u32, now: u32) -> Result<Overview, AdminError> {
     let since = window_start(now);
-    let (totals, hourly, top_pages, countries, browsers, devices, custom_events, latest_events) = tokio::try_join!(
+    let all = |sql| fetch_all(db, sql, site_id, since);
+    let (
+        totals,
+        hourly,
+        top_pages,
+        countries,
+        browsers,
+        devices,
+        custom_events,
+        event_types,
+        channels,
+        referrers,
+        latest_events,
+    ) = tokio::try_join!(
         fetch_one(db, queries::OVERVIEW_TOTALS, site_id, since),
         fetch_all(db, queries::OVERVIEW_HOURLY, site_id, since),
-        fetch_all(db, queries::OVERVIEW_TOP_PAGES, site_id, since),
-        fetch_all(db, queries::OVERVIEW_COUNTRIES, site_id, since),
-        fetch_all(db, queries::OVERVIEW_BROWSERS, site_id, since),
-        fetch_all(db, queries::OVERVIEW_DEVICES, site_id, since),
-        fetch_all(db, queries::OVERVIEW_CUSTOM_EVENTS, site_id, since),
+        all(queries::OVERVIEW_TOP_PAGES),
+        all(queries::OVERVIEW_COUNTRIES),
+        all(queries::OVERVIEW_BROWSERS),
+        all(queries::OVERVIEW_DEVICES),
+        all(queries::OVERVIEW_CUSTOM_EVENTS),
+        all(queries::OVERVIEW_EVENT_TYPES),
+        all(queries::OVERVIEW_CHANNELS),
+        all(queries::OVERVIEW_REFERRERS),
         fetch_all(db, queries::OVERVIEW_LATEST, site_id, since),
     )?;
     Ok(Overview {
@@ -111,6 +132,9 @@ pub async fn load(db: &Db, site_id: u32, now: u32) -> Result<Overview, AdminErro
         browsers,
         devices,
         custom_events,
+        event_types,
+        channels,
+        referrers,
         latest_events,
     })
 }

@@ -3,6 +3,7 @@
 //! decodes an encoded row by the columns' types, so the two cannot drift apart.
 
 use super::{column_definitions, column_names, Column, SchemaVariant, Topology};
+use crate::clickhouse_versions;
 use clickhouse::Row;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -111,8 +112,9 @@ pub const LOCAL_TABLE: &str = "events_local";
 const ORDER_BY: &str = "(site_id, timestamp, event_id)";
 const PARTITION_BY: &str = "toYYYYMM(timestamp)";
 /// Which shard an event goes to: a hash of its id, so every copy of an event lands on
-/// the same shard and deduplicates there. (`toString`: 18.16 does not hash a UUID.)
-pub const SHARDING_KEY: &str = "cityHash64(toString(event_id))";
+/// the same shard and deduplicates there ([`clickhouse_versions::EVENT_ID_HASH`], the
+/// same expression on every version).
+pub const SHARDING_KEY: &str = clickhouse_versions::EVENT_ID_HASH;
 
 /// `INSERT INTO events (…) FORMAT RowBinary`: the enricher's insert.
 pub fn insert_rowbinary() -> String {

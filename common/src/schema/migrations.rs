@@ -2,8 +2,10 @@
 //!
 //! ClickHouse has no transactions or locks, so safety under concurrent runs comes from
 //! every statement being idempotent (`IF NOT EXISTS`), from tolerating the "already
-//! exists" answer a racing process can get, and from a ReplacingMergeTree record table
-//! in which a migration recorded twice is still one version.
+//! exists" answers a racing process can get, in every version's words
+//! ([`clickhouse_versions::is_already_exists`], [`clickhouse_versions::is_duplicate_column`]),
+//! and from a ReplacingMergeTree record table in which a migration recorded twice is still
+//! one version.
 //!
 //! On a cluster ([`Topology::Cluster`]) every statement runs `ON CLUSTER`: `events` is a
 //! `Distributed` table over each shard's `ReplicatedReplacingMergeTree`, and the registry
@@ -11,7 +13,8 @@
 //! replication group spanning all shards), so each server answers registry reads alone.
 
 use super::{events, SchemaVariant, Topology};
-use crate::ch::{is_server_error, Db};
+use crate::ch::Db;
+use crate::clickhouse_versions;
 use crate::CommonError;
 use clickhouse::Row;
 use serde::{Deserialize, Serialize};
@@ -295,12 +298,6 @@ pub fn all_statements_for(topology: &Topology, variant: SchemaVariant) -> Vec<St
     all
 }
 
-// 57 TABLE_ALREADY_EXISTS, 82 DATABASE_ALREADY_EXISTS: a concurrent run got there first.
-const ALREADY_EXISTS: &[u32] = &[57, 82];
-// An ADD COLUMN another run made first: 15 DUPLICATE_COLUMN on current servers, 44
-// ILLEGAL_COLUMN ("column with this name already exists") on 18.16.
-const COLUMN_EXISTS: &[u32] = &[15, 44];
-
 #[derive(Row, Serialize, Deserialize)]
 struct Applied {
     version: u32,
@@ -394,14 +391,11 @@ pub async fn applied_versions(db: &Db) -> Result<Vec<u32>, CommonError> {
         .await?)
 }
 
+/// Runs one statement; what a concurrent run made first counts as done.
 async fn run(db: &Db, sql: &str) -> Result<(), CommonError> {
     match db.root.query(sql).execute().await {
-        Err(e) if is_server_error(&e, ALREADY_EXISTS) => Ok(()),
-        Err(e)
-            if is_server_error(&e, COLUMN_EXISTS) && e.to_string().contains("already exists") =>
-        {
-            Ok(())
-        }
+        Err(e) if clickhouse_versions::is_already_exists(&e) => Ok(()),
+        Err(e) if clickhouse_versions::is_duplicate_column(&e) => Ok(()),
         other => Ok(other?),
     }
 }

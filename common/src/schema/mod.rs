@@ -5,37 +5,33 @@
 //! - [`queries`]: the statements of the registry, the dashboard and the health probes,
 //!   listed by [`queries::all`] so that a test can run each one on every server version.
 //!
-//! The SQL runs on ClickHouse 18.16 and on current servers: no `DateTime64`, `Map`, `JSON`
-//! type, no `JSONExtract*`, no `INSERT … SETTINGS`. One difference is chosen by the
-//! server's version ([`SchemaVariant`]): a new `events` table on a server from 22.x has
-//! `LowCardinality(String)` columns where values repeat (docs/clickhouse-versions.md has
-//! the measurement); the product reads and writes both variants the same way.
+//! The SQL runs on ClickHouse 18.16 and on current servers: it avoids what
+//! [`crate::clickhouse_versions`] lists. One difference is chosen by the server's version
+//! ([`SchemaVariant`], by [`clickhouse_versions::low_cardinality`]): the column types of a
+//! new `events` table; the product reads and writes both variants the same way.
 
 pub mod events;
 pub mod migrations;
 pub mod people;
 pub mod queries;
 
+use crate::clickhouse_versions::{self, ServerVersion};
 pub use crate::topology::Topology;
 
-/// The column types a new table gets, chosen from the server's `SELECT version()`.
+/// The column types a new table gets, chosen from the server's version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SchemaVariant {
-    /// Types every supported server knows (18.16 on).
+    /// Types every supported server knows.
     Portable,
-    /// Servers from 22.x: `LowCardinality(String)` for [`events::LOW_CARDINALITY`].
-    /// LowCardinality is only experimental in 18.16.
+    /// `LowCardinality(String)` for [`events::LOW_CARDINALITY`]
+    /// ([`clickhouse_versions::low_cardinality`]).
     LowCardinality,
 }
 
 impl SchemaVariant {
-    /// For a server version such as `26.9.2.1`; anything unreadable is [`Self::Portable`].
-    pub fn for_server(version: &str) -> Self {
-        let major = version
-            .split('.')
-            .next()
-            .and_then(|m| m.trim().parse::<u32>().ok());
-        if major.is_some_and(|m| m >= 22) {
+    /// The variant `migrate` creates tables with on a server of this version.
+    pub fn for_server(version: &ServerVersion) -> Self {
+        if clickhouse_versions::low_cardinality(version) {
             SchemaVariant::LowCardinality
         } else {
             SchemaVariant::Portable
@@ -70,20 +66,19 @@ pub fn column_names(columns: &[Column]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::SchemaVariant;
+    use super::{SchemaVariant, ServerVersion};
 
+    /// The boundary itself is tested with the rule (`clickhouse_versions`).
     #[test]
-    fn the_variant_follows_the_server_version() {
+    fn the_variant_follows_the_low_cardinality_rule() {
         use SchemaVariant::{LowCardinality, Portable};
-        for (version, want) in [
-            ("18.16.1", Portable),
-            ("21.8.15.7", Portable),
-            ("22.3.1", LowCardinality),
-            ("26.9.2.1", LowCardinality),
-            ("", Portable),
-            ("garbage", Portable),
-        ] {
-            assert_eq!(SchemaVariant::for_server(version), want, "{version:?}");
+        for (version, want) in [("18.16.1", Portable), ("26.9.2.1", LowCardinality)] {
+            let v = ServerVersion::parse(version);
+            assert_eq!(SchemaVariant::for_server(&v), want, "{version:?}");
         }
+        assert_eq!(
+            SchemaVariant::for_server(&ServerVersion::unknown()),
+            Portable
+        );
     }
 }

@@ -150,6 +150,10 @@ pub const EVENTS_MONTHS: &str = "SELECT DISTINCT toUInt32(toYYYYMM(timestamp)) A
 /// The latest retention run of every site.
 pub const RETENTION_LAST_RUNS: &str = "SELECT site_id, ran_at, cutoff, rows_removed \
      FROM retention_runs FINAL ORDER BY site_id";
+/// The latest retention run of one site (the dashboard's Privacy tab); no row when its
+/// data was never pruned.
+pub const RETENTION_LAST_RUN_OF_SITE: &str = "SELECT ran_at, cutoff, rows_removed \
+     FROM retention_runs FINAL WHERE site_id = ? ORDER BY ran_at DESC LIMIT 1";
 
 /// `rivulet-admin replay`: the stored rows (as `FINAL` shows them) of one site in a time
 /// range, to compare with what re-enrichment makes of them. Columns in `EventRow`'s order.
@@ -157,7 +161,8 @@ pub const REPLAY_STORED_ROWS: &str =
     "SELECT event_id, site_id, timestamp, received_at, type, event_name, properties, hostname, \
      pathname, querystring, page_title, referrer, channel, user_id, session_id, language, \
      screen_width, screen_height, country, region, city, lat, lon, browser, browser_version, \
-     operating_system, operating_system_version, device_type, is_bot, ip \
+     operating_system, operating_system_version, device_type, is_bot, ip, anonymous_id, tag, \
+     app_version, device_model, feature_flags, lcp, cls, inp, fcp, ttfb \
      FROM events FINAL WHERE site_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?)";
 
 /// `rivulet-admin replay --optimize`, on a single server: merge one month (`{partition}`,
@@ -209,10 +214,21 @@ pub const OVERVIEW_BROWSERS: &str = breakdown!("browser", "", "visitors");
 pub const OVERVIEW_DEVICES: &str = breakdown!("device_type", "", "visitors");
 pub const OVERVIEW_CUSTOM_EVENTS: &str =
     breakdown!("event_name", " AND type = 'custom_event'", "events");
+/// Events by type (pageview, custom_event, performance, outbound, error, …): whatever occurs.
+pub const OVERVIEW_EVENT_TYPES: &str = breakdown!("type", "", "events");
+/// Where visitors came from, as the enricher classified it (Direct, Organic Search, …).
+pub const OVERVIEW_CHANNELS: &str = breakdown!("channel", "", "visitors");
+/// The sites that sent visitors, by host (`www.` left out, so a site counts once); the
+/// site's own pages (channel Internal) and events without a referrer are left out.
+pub const OVERVIEW_REFERRERS: &str = breakdown!(
+    "domainWithoutWWW(referrer)",
+    " AND referrer != '' AND channel != 'Internal'",
+    "visitors"
+);
 /// The newest events, bots included; `LIMIT 1 BY event_id` hides unmerged duplicates.
 /// Every column keeps the name of the reader's field (`timestamp`, a DateTime read as
-/// epoch seconds): with row validation, which the client turns on for servers from 22.x,
-/// the rows are matched to the struct by column name.
+/// epoch seconds): with row validation (`clickhouse_versions::row_validation`) the rows
+/// are matched to the struct by column name.
 pub const OVERVIEW_LATEST: &str =
     "SELECT timestamp, type, event_name, hostname, pathname, country, city, \
      browser, operating_system, device_type, is_bot FROM events FINAL \
@@ -279,6 +295,7 @@ pub const ALL: &[Statement] = &[
     st("mutations_unfinished", MUTATIONS_UNFINISHED),
     st("events_months", EVENTS_MONTHS),
     st("retention_last_runs", RETENTION_LAST_RUNS),
+    st("retention_last_run_of_site", RETENTION_LAST_RUN_OF_SITE),
     st("secret_value", SECRET_VALUE),
     st("overview_totals", OVERVIEW_TOTALS),
     st("overview_hourly", OVERVIEW_HOURLY),
@@ -287,6 +304,9 @@ pub const ALL: &[Statement] = &[
     st("overview_browsers", OVERVIEW_BROWSERS),
     st("overview_devices", OVERVIEW_DEVICES),
     st("overview_custom_events", OVERVIEW_CUSTOM_EVENTS),
+    st("overview_event_types", OVERVIEW_EVENT_TYPES),
+    st("overview_channels", OVERVIEW_CHANNELS),
+    st("overview_referrers", OVERVIEW_REFERRERS),
     st("overview_latest", OVERVIEW_LATEST),
     st("replay_stored_rows", REPLAY_STORED_ROWS),
 ];
@@ -310,5 +330,21 @@ mod tests {
              FROM events FINAL WHERE site_id = ? AND timestamp >= toDateTime(?) AND is_bot = 0 AND type = 'pageview' \
              GROUP BY label ORDER BY events DESC, label LIMIT 10"
         );
+    }
+
+    /// Replay reads stored rows into `EventRow`, whose fields are `COLUMNS` in order: a
+    /// column missing from the select list shifts every value after it.
+    #[test]
+    fn replay_reads_every_column_of_events_in_order() {
+        let list = REPLAY_STORED_ROWS
+            .strip_prefix("SELECT ")
+            .and_then(|s| s.split(" FROM ").next())
+            .unwrap();
+        let selected: Vec<&str> = list.split(',').map(str::trim).collect();
+        let columns: Vec<&str> = crate::schema::events::COLUMNS
+            .iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(selected, columns);
     }
 }

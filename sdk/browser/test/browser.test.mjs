@@ -27,6 +27,12 @@ let port;
 let browser;
 /** Every request the collector received: { method, path, headers, body }. */
 let received = [];
+/**
+ * The test now running: its pages tag their requests with it (?test=), and the collector
+ * records only those. A page closed at the end of a test sends its vitals as it goes,
+ * and that request may land during the next test.
+ */
+let currentTest = 0;
 
 const shopOrigin = () => `http://shop.example:${port}`;
 const rivulet = () => `http://rivulet.example:${port}`;
@@ -96,8 +102,9 @@ function serve(req, res) {
     return send(200, 'application/javascript; charset=utf-8', fs.readFileSync(SCRIPT));
   if (url.pathname !== '/api/track' && url.pathname !== '/api/identify') return send(404, 'text/plain', 'not found');
   cors(req, res);
+  const record = (r) => url.searchParams.get('test') === String(currentTest) && received.push(r);
   if (req.method === 'OPTIONS') {
-    received.push({ method: 'OPTIONS', path: url.pathname, headers: req.headers });
+    record({ method: 'OPTIONS', path: url.pathname, headers: req.headers });
     res.setHeader('Access-Control-Allow-Methods', 'POST');
     res.setHeader('Access-Control-Allow-Headers', 'Content-Type');
     res.setHeader('Access-Control-Max-Age', '600');
@@ -114,7 +121,7 @@ function serve(req, res) {
     } catch {
       body = { unparsable: raw };
     }
-    received.push({ method: req.method, path: url.pathname, via: url.searchParams.get('via'), headers: req.headers, body });
+    record({ method: req.method, path: url.pathname, via: url.searchParams.get('via'), headers: req.headers, body });
     send(200, 'application/json', '{"success":true}');
   });
 }
@@ -154,6 +161,7 @@ after(async () => {
 /** The collector's requests from now on, to read after an action. */
 function collect() {
   received = [];
+  currentTest++;
   return {
     all: () => received,
     posts: () => received.filter((r) => r.method === 'POST'),
@@ -187,13 +195,13 @@ async function newPage() {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-GB' });
   // Which call sent each request: sendBeacon and fetch tag their URL with ?via=. Plain http
   // has no Sec-Fetch-Mode header to tell them apart, and a beacon sent while the page
-  // unloads is not reported to Playwright's request events.
-  await context.addInitScript(() => {
+  // unloads is not reported to Playwright's request events. And which test: ?test=.
+  await context.addInitScript((test) => {
     const beacon = navigator.sendBeacon.bind(navigator);
-    navigator.sendBeacon = (url, data) => beacon(`${url}?via=beacon`, data);
+    navigator.sendBeacon = (url, data) => beacon(`${url}?via=beacon&test=${test}`, data);
     const fetch = window.fetch.bind(window);
-    window.fetch = (url, init) => fetch(`${url}?via=fetch`, init);
-  });
+    window.fetch = (url, init) => fetch(`${url}?via=fetch&test=${test}`, init);
+  }, currentTest);
   const page = await context.newPage();
   const consoleErrors = [];
   page.on('console', (m) => m.type() === 'error' && consoleErrors.push(m.text()));

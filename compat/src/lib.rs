@@ -1,4 +1,4 @@
-//! The data of the ClickHouse compatibility test (`tests/chdb/`, README there): a
+//! The data of the ClickHouse compatibility test (`compat/README.md`): a
 //! deterministic, realistic set of registry rows and enriched events, and the bind values
 //! each statement of `schema::queries::ALL` is run with.
 //!
@@ -593,7 +593,7 @@ pub fn bound_columns(sql: &str) -> Result<Vec<String>, String> {
         else {
             return Err(format!(
                 "the `?` after {:?} is not compared with a column (`column = ?`, `column >= ?`, \
-                 `column >= toDateTime(?)`): teach tests/src/compat.rs, bound_columns(), this form",
+                 `column >= toDateTime(?)`): teach compat/src/lib.rs, bound_columns(), this form",
                 &rest[..i]
             ));
         };

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 #[tokio::main]
 async fn main() {
-    let args = rivulet_tests::tool_args("consume_baseline TOPIC COUNT [setting=value ...]", 2..);
+    let args = rivulet_bench::tool_args("consume_baseline TOPIC COUNT [setting=value ...]", 2..);
     let (topic, count): (&str, u64) = (&args[1], args[2].parse().expect("COUNT"));
     let mut config = rivulet_common::kafka::base_config();
     config

@@ -1,5 +1,5 @@
-//! The Rust half of the ClickHouse compatibility test (`tests/chdb/compat.py` runs it;
-//! `tests/chdb/README.md` explains the whole).
+//! The Rust half of the ClickHouse compatibility test (`compat/chdb/compat.py` runs it;
+//! `compat/README.md` explains the whole).
 //!
 //!   chdb_compat manifest NOW
 //!       Prints, as JSON, every statement Rivulet sends, taken from `schema` itself: the
@@ -12,7 +12,7 @@
 //!
 //!   chdb_compat load URL DATABASE NOW [CLUSTER]
 //!       Through the product's own code paths and client settings for the server at URL
-//!       (row validation on from 22.x, as `CLICKHOUSE_VALIDATION=auto` decides; LZ4 off):
+//!       (row validation as `CLICKHOUSE_VALIDATION=auto` decides; LZ4 off):
 //!       runs the migrations (twice: the second run applies nothing), writes the
 //!       dataset's registry rows with the crate's `insert::<Site>()` /
 //!       `insert::<KeyRecord>()` and its events with the enricher's encoder and insert
@@ -22,15 +22,16 @@
 //!
 //!   chdb_compat events FILE COUNT DAYS
 //!       Writes COUNT realistic events over DAYS days, RowBinary as the enricher encodes
-//!       them, to FILE (for tests/chdb/measure.py).
+//!       them, to FILE (for compat/chdb/measure.py).
 
 use bytes::Bytes;
 use clickhouse::Row;
 use rivulet_common::ch::{ChConfig, Db};
+use rivulet_common::clickhouse_versions::{self, ServerVersion};
 use rivulet_common::registry::{KeyRecord, Registry, Site};
 use rivulet_common::schema::events::{self, EventRow};
 use rivulet_common::schema::{migrations, queries, SchemaVariant, Topology};
-use rivulet_tests::compat::{self, BindValue, Dataset};
+use rivulet_compat::{self as compat, BindValue, Dataset};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -97,7 +98,7 @@ fn manifest(now: u32) -> Result<Value, String> {
             choices.push(compat::bind_values(c, &data).ok_or_else(|| {
                 format!(
                     "statement {} binds `{c}`, for which the compatibility test has no values: \
-                     add them to tests/src/compat.rs, bind_values()",
+                     add them to compat/src/lib.rs, bind_values()",
                     st.name
                 )
             })?);
@@ -140,8 +141,8 @@ fn manifest(now: u32) -> Result<Value, String> {
         },
         // The variant `migrate` picks for each server version the test runs.
         "variant_for": {
-            "18.16.1": format!("{:?}", SchemaVariant::for_server("18.16.1")),
-            "26.9.2.1": format!("{:?}", SchemaVariant::for_server("26.9.2.1")),
+            "18.16.1": format!("{:?}", SchemaVariant::for_server(&ServerVersion::parse("18.16.1"))),
+            "26.9.2.1": format!("{:?}", SchemaVariant::for_server(&ServerVersion::parse("26.9.2.1"))),
         },
         "cluster_name": CLUSTER,
         "now": now,
@@ -305,7 +306,7 @@ async fn load(
         // Rivulet's. The chDB adapter takes any user.
         user: std::env::var("CLICKHOUSE_USER").unwrap_or_else(|_| "default".into()),
         password: std::env::var("CLICKHOUSE_PASSWORD").unwrap_or_default(),
-        // `auto`, as in production: on for servers from 22.x.
+        // `auto`, as in production (`clickhouse_versions::row_validation`).
         validation: None,
         // LZ4 off: the chDB adapter does not speak ClickHouse's compressed HTTP framing.
         lz4: Some(false),
@@ -313,19 +314,14 @@ async fn load(
             None => Topology::SingleNode,
             Some(name) => Topology::Cluster { name: name.into() },
         },
-        // The rewrite makes every table a plain one (tests/chdb/rewrite.py): no replicas
+        // The rewrite makes every table a plain one (compat/chdb/rewrite.py): no replicas
         // to wait for.
         insert_quorum: 0,
         insert_quorum_timeout_ms: 10_000,
         nodes: vec![url.into()],
     };
     let db = config.connect().await.map_err(|e| e.to_string())?;
-    let validation = db
-        .server_version
-        .split('.')
-        .next()
-        .and_then(|m| m.parse::<u32>().ok())
-        >= Some(22);
+    let validation = clickhouse_versions::row_validation(&db.server_version);
     let mut c = Checks {
         failures: Vec::new(),
         label: format!(

@@ -51,7 +51,7 @@ def single_engine(sql: str) -> str:
     if _is_ddl(sql) and _LEFT_OVER.search(out):
         raise RewriteError(
             "a cluster construct the chDB rewrite does not handle is left in:\n"
-            f"{out}\nextend tests/chdb/rewrite.py, single_engine()"
+            f"{out}\nextend compat/chdb/rewrite.py, single_engine()"
         )
     return out
 

@@ -10,15 +10,14 @@ use std::time::{Duration, Instant};
 
 #[tokio::main]
 async fn main() {
-    let args = rivulet_tests::tool_args("e2e_latency INGEST_URL API_KEY SITE_ID SECONDS", 4..=4);
+    let args = rivulet_bench::tool_args("e2e_latency INGEST_URL API_KEY SITE_ID SECONDS", 4..=4);
     let (url, key, site, secs) = (
         args[1].clone(),
         args[2].clone(),
         args[3].clone(),
         args[4].parse::<u64>().unwrap(),
     );
-    rivulet_tests::load_stack_env();
-    let db = rivulet_tests::db().await;
+    let db = rivulet_bench::db().await;
     let client = reqwest::Client::new();
     let run = format!("/probe-{}", uuid::Uuid::new_v4().simple());
     let mut acked: HashMap<String, Instant> = HashMap::new();
@@ -58,6 +57,7 @@ async fn main() {
                 }
             }
         }
+        // The measurement's pace: ClickHouse is polled every 25 ms.
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());

@@ -115,7 +115,7 @@ fn public_ip(rng: &mut Rng) -> String {
 
 #[tokio::main]
 async fn main() {
-    let args = rivulet_tests::tool_args("prefill TOPIC COUNT SITE_ID UAP_CORE_TESTS_DIR", 4..=4);
+    let args = rivulet_bench::tool_args("prefill TOPIC COUNT SITE_ID UAP_CORE_TESTS_DIR", 4..=4);
     let (topic, count, site_id): (&str, u64, u32) =
         (&args[1], args[2].parse().unwrap(), args[3].parse().unwrap());
     let producer: FutureProducer = rivulet_common::kafka::base_config()
@@ -131,7 +131,7 @@ async fn main() {
         "prefill: {} distinct user agents from uap-core's test cases",
         user_agents.len()
     );
-    let now = rivulet_tests::now_ms();
+    let now = rivulet_bench::now_ms();
     let started = Instant::now();
     let mut pending = Vec::with_capacity(50_000);
     let mut distinct_uas = std::collections::HashSet::new();

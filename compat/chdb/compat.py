@@ -1,5 +1,5 @@
 """Rivulet's SQL and row formats on a current ClickHouse (chDB) and on 18.16: the
-compatibility test. tests/chdb/README.md says what it proves and what it does not;
+compatibility test. compat/README.md says what it proves and what it does not;
 scripts/test-chdb installs chDB and runs it.
 
     python compat.py --bin target/debug/chdb_compat --admin-bin target/debug/rivulet-admin \
@@ -272,7 +272,7 @@ def main():
         # A comparison of empty answers alone proves nothing: the dataset must give every
         # statement rows for at least one of its bind sets.
         rep.check(runs_with_rows > 0, f"{q['name']}: the dataset gives rows for {runs_with_rows} of {len(q['runs'])} bind sets",
-                  "add rows to tests/src/compat.rs that this statement finds")
+                  "add rows to compat/src/lib.rs that this statement finds")
         nonempty += runs_with_rows
 
     print("\n[6] rivulet-admin on chDB (through the adapter) and on 18.16")

@@ -27,7 +27,7 @@ import time
 os.environ["TZ"] = "UTC"
 from chdb import session as chdb_session  # noqa: E402
 
-# The dataset's fixed "now" (compat::FIXED_NOW) and the Overview's window then.
+# The dataset's fixed "now" (rivulet_compat::FIXED_NOW) and the Overview's window then.
 FIXED_NOW = 1_767_225_600
 WINDOW_START = FIXED_NOW // 3600 * 3600 - 23 * 3600
 
