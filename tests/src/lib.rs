@@ -8,6 +8,7 @@
 //! a while), HTTP exchanges through `client::Fetch`, reads of Kafka through
 //! `kafka`, and a client that retries as the SDK does is a `retry::RetryingClient`.
 
+pub mod admin_cli;
 pub mod attack;
 pub mod client;
 pub mod data;
@@ -16,11 +17,16 @@ pub mod lifecycle;
 pub mod openapi;
 pub mod raw;
 pub mod retry;
+pub mod scratch;
+pub mod topics;
 pub mod wait;
 
+pub use admin_cli::*;
 pub use client::*;
 pub use kafka::*;
 pub use retry::*;
+pub use scratch::*;
+pub use topics::*;
 pub use wait::*;
 
 use rivulet_common::ch::{ChConfig, Db};

@@ -382,3 +382,174 @@ async fn an_export_from_the_cluster_equals_the_table_in_constant_memory() {
     nodes();
     rivulet_tests::lifecycle::export_rows(100_000, 100, Some("export-100k-cluster.json")).await;
 }
+
+// Identity and import on the cluster: an ingest and an enricher with topics and a group
+// of their own (see `topics`), so that they read only what these tests send.
+const CLUSTER_RAW: &str = "rivulet-tests.cluster.raw";
+const CLUSTER_IMPORT: &str = "rivulet-tests.cluster.import";
+
+async fn pipeline() -> (Service, Service) {
+    ensure_topic(CLUSTER_RAW, 3).await;
+    ensure_topic(CLUSTER_IMPORT, 3).await;
+    let ingest = start_ingest(&[("KAFKA_TOPIC_RAW", CLUSTER_RAW)]).await;
+    let enricher = start_enricher(&[
+        ("KAFKA_TOPIC_RAW", CLUSTER_RAW),
+        ("KAFKA_TOPIC_IMPORT", CLUSTER_IMPORT),
+        ("KAFKA_GROUP_ID", "rivulet-tests-cluster"),
+        ("LIFECYCLE_RUNNER", "false"),
+    ])
+    .await;
+    wait_assigned(&enricher).await;
+    (ingest, enricher)
+}
+
+/// `users show` through one node of the cluster (its `CLICKHOUSE_URL`).
+fn users_show_on(url: &str, site_id: u32, user: &str) -> Option<serde_json::Value> {
+    let run = admin_run(
+        &[
+            "users",
+            "show",
+            "--site",
+            &site_id.to_string(),
+            "--user-id",
+            user,
+        ],
+        &[("CLICKHOUSE_URL", url)],
+    );
+    if !run.status.success() && run.stderr.contains("has no user") {
+        return None;
+    }
+    Some(run.json())
+}
+
+#[tokio::test]
+async fn identify_on_the_cluster_makes_anonymous_events_the_users_on_every_node() {
+    let (ingest, _enricher) = pipeline().await;
+    let (site_id, key) = site_with_key().await;
+    let suffix = Uuid::new_v4().simple().to_string();
+    let (user, late, device) = (
+        format!("user-{suffix}"),
+        format!("late-{suffix}"),
+        format!("dev-{suffix}"),
+    );
+    let t = (now_ms() / 1000 - 3600) * 1000;
+    let post = |path: &'static str, body: serde_json::Value| {
+        let url = format!("{}{path}", ingest.url);
+        async move {
+            let r = http().post(url).json(&body).fetch().await;
+            assert_eq!(r.status(), 200, "{body}");
+        }
+    };
+    for i in 0..2 {
+        post(
+            "/api/track",
+            json!({"api_key": key, "site_id": site_id, "anonymous_id": device,
+            "pathname": format!("/before-{i}"), "timestamp": t + i * 1000}),
+        )
+        .await;
+    }
+    post(
+        "/api/identify",
+        json!({"api_key": key, "site_id": site_id, "user_id": user,
+        "anonymous_id": device, "timestamp": t + 10_000, "traits": {"plan": "pro", "seats": 3}}),
+    )
+    .await;
+    post(
+        "/api/track",
+        json!({"api_key": key, "site_id": site_id, "user_id": user,
+        "pathname": "/after", "timestamp": t + 20_000}),
+    )
+    .await;
+    // A later claim of the same device by someone else does not move it.
+    post(
+        "/api/identify",
+        json!({"api_key": key, "site_id": site_id, "user_id": late,
+        "anonymous_id": device, "timestamp": t + 30_000, "traits": {"plan": "free"}}),
+    )
+    .await;
+
+    for (name, url) in nodes() {
+        let p = Pace::within(Duration::from_secs(60))
+            .every(Duration::from_millis(500))
+            .poll_until(
+                &format!("{name}: users show did not count the 3 events"),
+                || async {
+                    match users_show_on(&url, site_id, &user) {
+                        Some(p) if p["events"] == 3 => Ok(p),
+                        other => Err(format!("{other:?}")),
+                    }
+                },
+            )
+            .await;
+        assert_eq!(p["aliases"], json!([device]), "{name}: {p}");
+        assert_eq!(p["events_before_identify"], 2, "{name}: {p}");
+        assert_eq!(
+            p["traits"],
+            json!({"plan": "pro", "seats": 3}),
+            "{name}: {p}"
+        );
+        let other = Pace::within(Duration::from_secs(60))
+            .every(Duration::from_millis(500))
+            .poll_until(
+                &format!("{name}: the late claimant's traits did not show"),
+                || async {
+                    match users_show_on(&url, site_id, &late) {
+                        Some(p) if p["traits"]["plan"] == "free" => Ok(p),
+                        other => Err(format!("{other:?}")),
+                    }
+                },
+            )
+            .await;
+        assert_eq!(
+            (&other["events"], &other["aliases"]),
+            (&json!(0), &json!([])),
+            "{name}: {other}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_import_on_the_cluster_run_twice_stores_each_event_once() {
+    let (_ingest, _enricher) = pipeline().await;
+    let (site_id, _) = site_with_key().await;
+    let dir = scratch_dir("cluster-import");
+    let file = import_example(&dir, "umami-website-events.csv");
+    for run in ["first", "second"] {
+        let out = admin_run(
+            &[
+                "import",
+                "--site",
+                &site_id.to_string(),
+                "--format",
+                "umami",
+                file.to_str().unwrap(),
+            ],
+            &[("KAFKA_TOPIC_IMPORT", CLUSTER_IMPORT)],
+        );
+        let summary = out.json();
+        assert_eq!(summary["imported"], 4, "{run} run: {summary}");
+    }
+    let sql = format!("SELECT uniqExact(event_id) FROM events WHERE site_id = {site_id}");
+    assert_eq!(wait_count(&sql, 4, Duration::from_secs(60)).await, 4);
+    // Both runs' events are stored (the second run's are the same events again); every
+    // node reads each event once through the Distributed table, since every copy of an
+    // event is on the same shard.
+    group_caught_up(
+        CLUSTER_IMPORT,
+        "rivulet-tests-cluster-import",
+        Duration::from_secs(120),
+    )
+    .await;
+    let exact = format!(
+        "SELECT count(), uniqExact(event_id), toUnixTimestamp(min(timestamp)) \
+         FROM events FINAL WHERE site_id = {site_id}"
+    );
+    for (name, url) in nodes() {
+        assert_eq!(
+            on_node(&url, &exact).await.trim(),
+            "4\t4\t1740820502",
+            "{name}: 4 events, each once, at their own time (2025-03-01 09:15:02)"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
