@@ -22,6 +22,14 @@
 //!   over the run (`/proc/PID/stat`), and of the whole machine (`/proc/stat`), so that
 //!   what other work on the machine took is visible too.
 //!
+//! - Live events meanwhile: an ingest on the live topic, `loadgen rate` at 2,000
+//!   events/s and `e2e_latency` (probes every 100 ms, from ingest's 200 to the row being
+//!   queryable) for LATENCY_SECONDS (`IMPORT_BENCH_LATENCY_SECONDS`, default 10) twice:
+//!   before the import (idle) and from the start of the import on, on a site of their own.
+//!   The goal: the p99 during the import no more than 1.5 times the idle one (the import
+//!   has a lane of its own, so that it never delays live events). Both tools come from
+//!   `rivulet-bench` in the same target folder (`cargo build --release -p rivulet-bench`).
+//!
 //! Prints a line per phase and writes the figures as JSON to OUT.json.
 
 use rivulet_tests::*;
@@ -171,6 +179,48 @@ async fn scalar(sql: &str, site: u32) -> u64 {
         .unwrap()
 }
 
+/// A live load and its latency probe, running: `loadgen rate` at 2,000 events/s and
+/// `e2e_latency`, both for `secs` seconds against `ingest_url`.
+struct LiveLoad {
+    loadgen: std::process::Child,
+    probe: std::process::Child,
+}
+
+/// The live events' rate (events/s), as the goal states it.
+const LIVE_RATE: &str = "2000";
+
+fn start_live_load(ingest_url: &str, key: &str, site: u32, secs: u64, body: &Path) -> LiveLoad {
+    let loadgen = std::process::Command::new(binary("loadgen"))
+        .args(["rate", &format!("{ingest_url}/api/track")])
+        .arg(body)
+        .args([LIVE_RATE, &secs.to_string()])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("loadgen (cargo build --release -p rivulet-bench)");
+    let probe = std::process::Command::new(binary("e2e_latency"))
+        .args([ingest_url, key, &site.to_string(), &secs.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("e2e_latency (cargo build --release -p rivulet-bench)");
+    LiveLoad { loadgen, probe }
+}
+
+/// Waits for both tools; the probe's figures (probes, unseen, p50_ms, p99_ms, max_ms).
+fn finish_live_load(load: LiveLoad) -> serde_json::Value {
+    let LiveLoad { mut loadgen, probe } = load;
+    let out = probe.wait_with_output().expect("e2e_latency");
+    assert!(out.status.success(), "e2e_latency failed: {}", out.status);
+    let status = loadgen.wait().expect("loadgen");
+    assert!(status.success(), "loadgen failed: {status}");
+    let figures: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("e2e_latency's JSON line");
+    assert_eq!(
+        figures["unseen"], 0,
+        "every probe must be queryable: {figures}"
+    );
+    figures
+}
+
 #[tokio::main]
 async fn main() {
     let args = tool_args("import_bench OUT.json [EVENTS] [WORK_DIR]", 1..=3);
@@ -218,6 +268,29 @@ async fn main() {
     ])
     .await;
     wait_assigned(&enricher).await;
+
+    // Live events on a site of their own, through an ingest on the live topic.
+    let ingest = start_ingest(&[("KAFKA_TOPIC_RAW", &live), ("RUST_LOG", "warn")]).await;
+    let (live_site, live_key) = site_with_key().await;
+    let body = work.join(format!("import-bench-{run}-live.json"));
+    std::fs::write(
+        &body,
+        json!({"api_key": live_key, "site_id": live_site, "pathname": "/live",
+               "user_agent": "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0"})
+        .to_string(),
+    )
+    .unwrap();
+    let latency_secs: u64 = std::env::var("IMPORT_BENCH_LATENCY_SECONDS")
+        .ok()
+        .map_or(10, |s| s.parse().expect("IMPORT_BENCH_LATENCY_SECONDS"));
+    let idle = finish_live_load(start_live_load(
+        &ingest.url,
+        &live_key,
+        live_site,
+        latency_secs,
+        &body,
+    ));
+    println!("live events, no import: {idle}");
     let load_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 
     let log = std::fs::File::create(work.join(format!("import-bench-{run}.log"))).unwrap();
@@ -238,6 +311,7 @@ async fn main() {
     .stderr(Stdio::from(log))
     .spawn()
     .expect("rivulet-admin import");
+    let during = start_live_load(&ingest.url, &live_key, live_site, latency_secs, &body);
     let mut pids = vec![("importer", importer.id()), ("enricher", enricher.pid())];
     for (name, svc) in [("clickhouse", "clickhouse"), ("kafka", "kafka")] {
         if let Some(pid) = stack_pid(svc) {
@@ -284,6 +358,8 @@ async fn main() {
     let end_to_end = t0.elapsed();
     let after = Cpu::sample(&pids);
     println!();
+    let during = finish_live_load(during);
+    println!("live events, during the import: {during}");
     let import_done = match import_done {
         Some(d) => d,
         None => {
@@ -337,6 +413,14 @@ async fn main() {
         "load_average_before": load_before.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
         "generate_seconds": (generate_s * 10.0).round() / 10.0,
         "goal_events_per_second": 100_000,
+        "live": {
+            "events_per_second": LIVE_RATE.parse::<u32>().unwrap(),
+            "seconds": latency_secs,
+            "idle": idle,
+            "during_import": during,
+            "p99_ratio": (during["p99_ms"].as_f64().unwrap() / idle["p99_ms"].as_f64().unwrap().max(1.0) * 100.0).round() / 100.0,
+            "goal_p99_ratio": 1.5,
+        },
     });
     println!(
         "{n} events imported and queryable in {:.1} s: {:.0} events/s end to end (importer: {:.1} s)",
@@ -347,7 +431,9 @@ async fn main() {
     println!("{}", serde_json::to_string_pretty(&report).unwrap());
     std::fs::write(&out_path, serde_json::to_vec_pretty(&report).unwrap()).unwrap();
 
+    drop(ingest);
     drop(enricher);
+    let _ = std::fs::remove_file(&body);
     delete_topic(&import).await;
     delete_topic(&live).await;
     let _ = std::fs::remove_file(&file);
