@@ -2,7 +2,7 @@
 //! made: so a test sees its own messages, not earlier ones.
 
 use crate::wait::Pace;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Message};
@@ -103,46 +103,6 @@ fn admin_client() -> AdminClient<DefaultClientContext> {
     rivulet_common::kafka::base_config()
         .create()
         .expect("a Kafka admin client")
-}
-
-/// Creates a topic of a test's own, replicated as the stack's `events.raw` is: on up to
-/// three brokers, with `min.insync.replicas=2` when there are three. Waits until every
-/// partition has a leader.
-pub async fn create_topic(name: &str, partitions: i32) {
-    let brokers = rivulet_common::kafka::brokers().split(',').count() as i32;
-    let replicas = brokers.clamp(1, 3);
-    let min_insync = if replicas >= 3 { "2" } else { "1" };
-    let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(replicas))
-        .set("min.insync.replicas", min_insync);
-    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    let results = admin_client()
-        .create_topics([&topic], &options)
-        .await
-        .unwrap_or_else(|e| panic!("creating topic {name}: {e}"));
-    for r in results {
-        r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
-    }
-    let name = name.to_string();
-    tokio::task::spawn_blocking(move || {
-        let consumer: BaseConsumer = rivulet_common::kafka::base_config().create().unwrap();
-        Pace::within(Duration::from_secs(30))
-            .every(Duration::from_millis(200))
-            .poll_blocking(|| {
-                let md = consumer
-                    .fetch_metadata(Some(&name), Duration::from_secs(5))
-                    .map_err(|e| e.to_string())?;
-                let t = &md.topics()[0];
-                let led = t.partitions().iter().filter(|p| p.leader() >= 0).count();
-                if t.error().is_none() && led == partitions as usize {
-                    Ok(())
-                } else {
-                    Err(format!("{led} of {partitions} partitions led"))
-                }
-            })
-            .unwrap_or_else(|e| panic!("topic {name} has no leaders within 30 s: {e}"));
-    })
-    .await
-    .unwrap();
 }
 
 /// Deletes a test's topic (at its end: what it wrote is no one else's).

@@ -11,7 +11,8 @@
 //! (every step is safe to run twice): the scenarios expect that.
 
 use crate::data::{run_admin_async, CHROME};
-use crate::kafka::{create_topic, delete_topic, wait_group_caught_up};
+use crate::kafka::{delete_topic, wait_group_caught_up};
+use crate::topics::ensure_topic;
 use crate::*;
 use rivulet_common::ch::{ChConfig, Db};
 use rivulet_common::schema::events::EventRow;
@@ -165,8 +166,8 @@ impl Lane {
             topic: format!("test.{name}.{tag}.raw"),
             dlq: format!("test.{name}.{tag}.dlq"),
         };
-        create_topic(&lane.topic, 3).await;
-        create_topic(&lane.dlq, 1).await;
+        ensure_topic(&lane.topic, 3).await;
+        ensure_topic(&lane.dlq, 1).await;
         lane
     }
 

@@ -8,7 +8,6 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{Offset, TopicPartitionList};
 use std::time::Duration;
 
 use crate::wait::Pace;
@@ -63,47 +62,4 @@ pub async fn ensure_topic(name: &str, partitions: i32) {
             },
         )
         .await;
-}
-
-/// Waits up to `within` until consumer group `group` has committed, on every partition
-/// of `topic`, the offset at its end: everything sent there so far was consumed (an
-/// enricher commits what it has stored).
-pub async fn group_caught_up(topic: &str, group: &str, within: Duration) {
-    crate::load_stack_env();
-    let consumer: BaseConsumer = rivulet_common::kafka::base_config()
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    Pace::within(within)
-        .every(Duration::from_millis(500))
-        .poll_until(
-            &format!("group {group} did not commit the end of {topic}"),
-            || async {
-                let md = consumer
-                    .fetch_metadata(Some(topic), Duration::from_secs(5))
-                    .map_err(|e| e.to_string())?;
-                let mut tpl = TopicPartitionList::new();
-                for p in md.topics()[0].partitions() {
-                    tpl.add_partition(topic, p.id());
-                }
-                let committed = consumer
-                    .committed_offsets(tpl, Duration::from_secs(5))
-                    .map_err(|e| e.to_string())?;
-                for el in committed.elements() {
-                    let (_, end) = consumer
-                        .fetch_watermarks(topic, el.partition(), Duration::from_secs(5))
-                        .map_err(|e| e.to_string())?;
-                    let at = match el.offset() {
-                        Offset::Offset(n) => n,
-                        _ => 0,
-                    };
-                    if at < end {
-                        return Err(format!("partition {} at {at} of {end}", el.partition()));
-                    }
-                }
-                Ok(())
-            },
-        )
-        .await
 }

@@ -534,9 +534,9 @@ async fn an_import_on_the_cluster_run_twice_stores_each_event_once() {
     // Both runs' events are stored (the second run's are the same events again); every
     // node reads each event once through the Distributed table, since every copy of an
     // event is on the same shard.
-    group_caught_up(
-        CLUSTER_IMPORT,
+    wait_group_caught_up(
         "rivulet-tests-cluster-import",
+        CLUSTER_IMPORT,
         Duration::from_secs(120),
     )
     .await;

@@ -127,7 +127,7 @@ async fn scalar(sql: &str) -> u64 {
 /// Waits until the enricher's import lane has committed every message of `IMPORT`: all
 /// that was imported so far is stored.
 async fn import_lane_caught_up() {
-    group_caught_up(IMPORT, IMPORT_GROUP, Duration::from_secs(300)).await;
+    wait_group_caught_up(IMPORT_GROUP, IMPORT, Duration::from_secs(300)).await;
 }
 
 /// The messages of `reader` for `site`, decoded as `T`: read until `expect` of them
