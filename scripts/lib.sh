@@ -273,11 +273,13 @@ redacted() { sed -E 's/(PASSWORD=|redis:\/\/[^:@\/]*:)[^@[:space:]]+/\1<password
 # --- measured results: results/<name>.json, shown by BENCHMARKS.md and RELIABILITY.md -----
 # write_results NAME COMMAND FIGURES-JSON-FILE — wraps the figures with when, from which
 # commit and on what host they were measured, into results/NAME.json; scripts/results
-# then renders them into the docs.
+# then renders them into the docs. The commit gets "+changes" when the checkout differs
+# from it, but for results/ and Markdown: the docs a previous run regenerated (or any
+# prose) change nothing that is measured.
 write_results() {
   local name=$1 command=$2 figures=$3 commit
   commit=$(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-  git -C "$ROOT" diff --quiet HEAD -- . ':!results' 2>/dev/null || commit="$commit+changes"
+  git -C "$ROOT" diff --quiet HEAD -- . ':!results' ':!*.md' 2>/dev/null || commit="$commit+changes"
   mkdir -p "$ROOT/results"
   python3 - "$name" "$command" "$figures" "$commit" "${RESULTS_OF:-$commit}" >"$ROOT/results/$name.json" <<'PY'
 import json, os, sys, datetime, platform

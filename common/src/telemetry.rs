@@ -20,8 +20,8 @@ pub fn prometheus(buckets: &[f64]) -> PrometheusHandle {
 /// Installs the process's Prometheus recorder, with these histogram buckets, and a
 /// thread that folds recorded histogram samples into their buckets every 5 s.
 ///
-/// Without that upkeep, each sample stays in memory until `/metrics` is scraped: an
-/// unscraped ingest grew by ~8 bytes per request (25 MB in a minute at 33k req/s).
+/// Without that upkeep, each sample stays in memory until `/metrics` is scraped, and an
+/// unscraped ingest grows with every request (docs/decisions/002-ingest-request-path.md).
 /// A thread rather than a task, so that it does not depend on the caller's runtime.
 pub fn install_prometheus(buckets: &[f64]) -> PrometheusHandle {
     install_prometheus_with_upkeep(buckets, METRICS_UPKEEP_EVERY)

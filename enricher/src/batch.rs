@@ -4,8 +4,8 @@
 //! The rows are kept in chunks of ~1 MiB rather than one buffer of the whole batch: the
 //! allocator recycles chunks freed by the last insert for the next batch, where a fresh
 //! 16 MB buffer per batch (allocated on the enrich thread, freed on an I/O thread) was
-//! held back by the allocator (measured: ~20–30 MB more RSS). A row never spans two
-//! chunks.
+//! held back by the allocator (docs/decisions/005-enricher-throughput-and-memory.md). A
+//! row never spans two chunks.
 //!
 //! Each row also keeps what identifies its person for the erasure ledger (`RowRef`), so
 //! that a batch built before an erasure reached the ledger is checked again, and its

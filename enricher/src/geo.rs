@@ -12,7 +12,8 @@
 //!
 //! The files are memory-mapped, read-only: the pages a lookup touches are shared page
 //! cache (replicas on one host share them, the kernel can drop them under pressure), not
-//! a private copy of the whole file (~134 MB for DB-IP City Lite). Mapping is the
+//! a private copy of the whole file (docs/decisions/005-enricher-throughput-and-memory.md).
+//! Mapping is the
 //! enricher's one `unsafe` call ([`map_file`]); see it for the rule that makes it sound,
 //! and docs/design.md, "Unsafe code", for every unsafe site of Rivulet.
 

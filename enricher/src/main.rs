@@ -1,8 +1,8 @@
 use rivulet_enricher::config::EnricherConfig;
 
-// The system allocator, not mimalloc (which ingest uses): measured on 1M events, mimalloc
-// held ~50 MB more RSS here (freed batch chunks and caches kept committed) for no
-// measurable throughput (BENCHMARKS.md, "Design notes").
+// The system allocator, not mimalloc (which ingest uses): mimalloc held more RSS here
+// (freed batch chunks and caches kept committed) for no measurable throughput
+// (docs/decisions/005-enricher-throughput-and-memory.md).
 
 #[tokio::main]
 async fn main() {

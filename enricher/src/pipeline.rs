@@ -139,8 +139,9 @@ pub const FETCH_SETTINGS: [(&str, &str); 3] = [
     ("queued.max.messages.kbytes", "8192"),
     // Once the prefetch queue is full, librdkafka waits this long before fetching again
     // (default 1 s). The enricher drains its queue in a fraction of that, so with the
-    // default it sat idle for most of every second (measured: ~44k events/s with the CPU
-    // 70 % idle). A short backoff refetches as soon as there is room.
+    // default it sat idle for most of every second
+    // (docs/decisions/005-enricher-throughput-and-memory.md). A short backoff refetches
+    // as soon as there is room.
     ("fetch.queue.backoff.ms", "20"),
 ];
 

@@ -146,8 +146,8 @@ pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
     };
     // Enrichment runs on one thread of its own per lane; inserts, metrics and probes stay
     // on this runtime. The UA parser's regexes keep a cache per thread that runs them
-    // (measured: ~40 MB per thread with uap-core's rules), so a loop that moved between
-    // worker threads paid for them twice.
+    // (docs/decisions/005-enricher-throughput-and-memory.md), so a loop that moved
+    // between worker threads paid for them twice.
     let mut threads = vec![lane_thread("enrich", pipeline, rx.clone())?];
     if let Some(import) = import {
         threads.push(lane_thread("enrich-import", import, rx)?);

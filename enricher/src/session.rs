@@ -24,8 +24,10 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// An open session, kept small: a busy partition holds one per visitor of the last
 /// timeout. With its 8-byte key an entry is 24 bytes, so a million visitors in 30
 /// minutes take ~24–55 MB of tables (power-of-two capacity, 7/8 load), not the 64-byte
-/// entries (~100–200 MB) of 128-bit keys and stored ids. The session id is not stored:
-/// it is a hash of (site, visitor, start), recomputed per event (~0.3 µs).
+/// entries (~100–200 MB) of 128-bit keys and stored ids
+/// (docs/decisions/005-enricher-throughput-and-memory.md). The session id is not stored:
+/// it is a hash of (site, visitor, start), recomputed per event (its cost is the session
+/// lookup of BENCHMARKS.md's micro-benchmarks).
 struct Session {
     start_ms: i64,
     /// The last event's time, in milliseconds after `start_ms` (saturating: 49 days).

@@ -7,8 +7,8 @@
 //! Routing is a `match` on the path and the method rather than axum's `Router` with a
 //! `from_fn` layer: ingest has six fixed routes, and the router's per-request work (a
 //! cloned route service, boxed futures, an extensions map for the matched path and the
-//! peer address, a labelled-metric lookup under a lock) was ~7 % of ingest's CPU at
-//! 12,000 requests/s (BENCHMARKS.md, "Design notes").
+//! peer address, a labelled-metric lookup under a lock) was a measurable share of
+//! ingest's CPU (docs/decisions/002-ingest-request-path.md).
 
 use crate::api::{ErrorReason, IngestError};
 use crate::handlers;

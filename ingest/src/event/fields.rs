@@ -8,9 +8,8 @@
 //! the last one wins, as with `JSON.parse`.
 //!
 //! Why not a `serde_json::Map`: it allocates every key, every string and a tree node per
-//! few fields, and validation then looked each field up by name. Parsing a pageview into
-//! it and validating it cost ~5 µs of ingest's time per request (BENCHMARKS.md, "Design
-//! notes").
+//! few fields, and validation then looked each field up by name: a large share of
+//! ingest's time per request (docs/decisions/002-ingest-request-path.md).
 
 use serde::de::{Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
