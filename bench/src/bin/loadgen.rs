@@ -183,10 +183,13 @@ fn usage(problem: &str) -> ! {
     std::process::exit(2);
 }
 
+/// A request header: name, value.
+type Header = (String, String);
+
 /// The arguments without the `--header 'Name: value'` pairs, and those headers as
 /// `(name, value)`. A header must have a name and no line break, or it would change the
 /// request's framing.
-fn split_headers(args: Vec<String>) -> Result<(Vec<String>, Vec<(String, String)>), String> {
+fn split_headers(args: Vec<String>) -> Result<(Vec<String>, Vec<Header>), String> {
     let (mut rest, mut headers) = (Vec::new(), Vec::new());
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -254,7 +257,7 @@ struct Conn {
 }
 
 impl Target {
-    fn new(url: &str, headers: &[(String, String)], body: &[u8]) -> Target {
+    fn new(url: &str, headers: &[Header], body: &[u8]) -> Target {
         let rest = url.strip_prefix("http://").expect("an http:// URL");
         let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
         let path = if path.is_empty() { "/" } else { path };
