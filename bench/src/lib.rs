@@ -21,7 +21,8 @@ pub fn now_ms() -> i64 {
 }
 
 /// Loads the local stack's `env` (`$RIVULET_STACK_DIR`, default `.stack/`) into this
-/// process's environment.
+/// process's environment. A variable already set wins: a caller may point a tool at
+/// another database (`import_bench` runs `e2e_latency` on a database of its own).
 pub fn load_stack_env() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -43,7 +44,9 @@ pub fn load_stack_env() {
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
     {
         if let Some((k, v)) = line.split_once('=') {
-            std::env::set_var(k.trim(), v.trim());
+            if std::env::var_os(k.trim()).is_none() {
+                std::env::set_var(k.trim(), v.trim());
+            }
         }
     }
 }

@@ -194,7 +194,7 @@ fn start_live_load(ingest_url: &str, key: &str, site: u32, secs: u64, body: &Pat
         .args(["rate", &format!("{ingest_url}/api/track")])
         .arg(body)
         .args([LIVE_RATE, &secs.to_string()])
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .spawn()
         .expect("loadgen (cargo build --release -p rivulet-bench)");
     let probe = std::process::Command::new(binary("e2e_latency"))
@@ -207,13 +207,22 @@ fn start_live_load(ingest_url: &str, key: &str, site: u32, secs: u64, body: &Pat
 
 /// Waits for both tools; the probe's figures (probes, unseen, p50_ms, p99_ms, max_ms).
 fn finish_live_load(load: LiveLoad) -> serde_json::Value {
-    let LiveLoad { mut loadgen, probe } = load;
+    let LiveLoad { loadgen, probe } = load;
     let out = probe.wait_with_output().expect("e2e_latency");
     assert!(out.status.success(), "e2e_latency failed: {}", out.status);
-    let status = loadgen.wait().expect("loadgen");
-    assert!(status.success(), "loadgen failed: {status}");
-    let figures: serde_json::Value =
-        serde_json::from_slice(&out.stdout).expect("e2e_latency's JSON line");
+    let loadgen = loadgen.wait_with_output().expect("loadgen");
+    assert!(
+        loadgen.status.success(),
+        "loadgen failed ({}): {}",
+        loadgen.status,
+        String::from_utf8_lossy(&loadgen.stdout)
+    );
+    let figures: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "e2e_latency's JSON line ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
     assert_eq!(
         figures["unseen"], 0,
         "every probe must be queryable: {figures}"
