@@ -144,35 +144,49 @@ pub fn create_statements_for(topology: &Topology, variant: SchemaVariant) -> Vec
                  ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{{shard}}/{{db}}/{LOCAL_TABLE}', '{{replica}}')\n\
                  PARTITION BY {PARTITION_BY}\nORDER BY {ORDER_BY}"
             ),
-            format!(
-                "CREATE TABLE IF NOT EXISTS {{db}}.{TABLE} ON CLUSTER {name} AS {{db}}.{LOCAL_TABLE}\n\
-                 ENGINE = Distributed({name}, {{db}}, {LOCAL_TABLE}, {SHARDING_KEY})"
-            ),
+            distributed_statement(name),
         ],
     }
 }
 
+/// The `Distributed` table `events` over the cluster's local tables, with their columns.
+fn distributed_statement(cluster: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {{db}}.{TABLE} ON CLUSTER {cluster} AS {{db}}.{LOCAL_TABLE}\n\
+         ENGINE = Distributed({cluster}, {{db}}, {LOCAL_TABLE}, {SHARDING_KEY})"
+    )
+}
+
 /// Migration 4: the columns added to `events` since it was created, one `ALTER` per
 /// column so that a column another run added first is only an "already exists" to skip.
-/// On a cluster both the local tables and the `Distributed` table get them.
+/// On a cluster the local tables get them by `ALTER … ON CLUSTER`; the `Distributed`
+/// table is made again from them instead (it holds no rows: inserts through it are
+/// synchronous), since ClickHouse refuses an `ALTER … ON CLUSTER` of a table that is not
+/// replicated when the cluster's shards replicate internally (code 371, "Table events
+/// isn't replicated, but shard #2 is replicated according to its cluster definition").
 pub fn add_column_statements(topology: &Topology, variant: SchemaVariant) -> Vec<String> {
-    let tables: &[&str] = match topology {
-        Topology::SingleNode => &[TABLE],
-        Topology::Cluster { .. } => &[LOCAL_TABLE, TABLE],
-    };
-    let on_cluster = topology.on_cluster();
-    tables
-        .iter()
-        .flat_map(|table| {
-            let on_cluster = on_cluster.clone();
-            added_columns(variant).into_iter().map(move |c| {
+    let alters = |table: &str, on_cluster: &str| -> Vec<String> {
+        added_columns(variant)
+            .into_iter()
+            .map(|c| {
                 format!(
                     "ALTER TABLE {{db}}.{table}{on_cluster} ADD COLUMN {} {}",
                     c.name, c.ch_type
                 )
             })
-        })
-        .collect()
+            .collect()
+    };
+    match topology {
+        Topology::SingleNode => alters(TABLE, ""),
+        Topology::Cluster { name } => {
+            let mut out = alters(LOCAL_TABLE, &topology.on_cluster());
+            out.push(format!(
+                "DROP TABLE IF EXISTS {{db}}.{TABLE} ON CLUSTER {name}"
+            ));
+            out.push(distributed_statement(name));
+            out
+        }
+    }
 }
 
 /// One row of `events`: what the enricher writes. Field names and order are [`COLUMNS`]'.
@@ -438,6 +452,27 @@ mod tests {
         let mut expected = serde_json::to_value(&row).unwrap();
         expected["event_id"] = serde_json::json!(row.event_id.to_string());
         assert_eq!(serde_json::Value::Object(decoded), expected);
+    }
+
+    /// ClickHouse refuses `ALTER … ON CLUSTER` of the `Distributed` table when the
+    /// shards replicate internally (code 371): migration 4 makes it again instead.
+    #[test]
+    fn on_a_cluster_only_the_local_tables_are_altered() {
+        let cluster = Topology::Cluster { name: "c".into() };
+        let ddl = add_column_statements(&cluster, SchemaVariant::Portable);
+        assert!(ddl
+            .iter()
+            .filter(|s| s.starts_with("ALTER"))
+            .all(|s| s.starts_with(&format!("ALTER TABLE {{db}}.{LOCAL_TABLE} ON CLUSTER c "))));
+        let n = ddl.len();
+        assert_eq!(
+            ddl[n - 2],
+            format!("DROP TABLE IF EXISTS {{db}}.{TABLE} ON CLUSTER c")
+        );
+        assert_eq!(
+            ddl[n - 1],
+            create_statements_for(&cluster, SchemaVariant::Portable)[1]
+        );
     }
 
     #[test]
