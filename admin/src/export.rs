@@ -346,9 +346,11 @@ fn filter(req: &Request) -> (String, Vec<String>) {
 }
 
 /// The export's query: `events` (each event once, `FINAL`) with each anonymous id's owner.
+/// `GLOBAL`: on a cluster the owners are read once, on the server asked, and sent to the
+/// shards (each shard would otherwise look for `person_aliases` in its default database).
 fn sql(cond: &str, what: &str) -> String {
     format!(
-        "SELECT {what} FROM events AS e FINAL ANY LEFT JOIN \
+        "SELECT {what} FROM events AS e FINAL GLOBAL ANY LEFT JOIN \
          (SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
           FROM person_aliases WHERE site_id = ? GROUP BY anonymous_id) AS a USING anonymous_id \
          WHERE {cond}"

@@ -58,13 +58,15 @@ pub const TRAITS_OF_USER: &str = "SELECT name, argMax(value, set_at_ms) AS lates
      FROM person_traits WHERE site_id = ? AND user_id = ? GROUP BY name ORDER BY name";
 
 /// A person's events: under their user id, or an anonymous id they claimed (binds: site,
-/// user, site, user). Columns: events, those sent anonymously (before or without
+/// user, site, user). `GLOBAL IN`: on a cluster the alias subquery runs once, on the
+/// server asked, in its database (sent to each shard as it is, it would name a
+/// `person_aliases` in the shard's default database). Columns: events, those sent anonymously (before or without
 /// identify), first and last seen, sessions.
 pub const PERSON_EVENT_COUNTS: &str = "SELECT uniqExact(event_id) AS events, \
      uniqExactIf(event_id, user_id != ?) AS anonymous_events, \
      toUInt32(min(timestamp)) AS first_seen, toUInt32(max(timestamp)) AS last_seen, \
      uniqExact(session_id) AS sessions FROM events WHERE site_id = ? AND (user_id = ? OR \
-     anonymous_id IN (SELECT anonymous_id FROM (SELECT anonymous_id, \
+     anonymous_id GLOBAL IN (SELECT anonymous_id FROM (SELECT anonymous_id, \
      argMin(user_id, (claimed_at_ms, user_id)) AS owner FROM person_aliases \
      WHERE site_id = ? GROUP BY anonymous_id) WHERE owner = ?))";
 
@@ -72,7 +74,7 @@ pub const PERSON_EVENT_COUNTS: &str = "SELECT uniqExact(event_id) AS events, \
 pub const PERSON_RECENT_EVENTS: &str =
     "SELECT toUInt32(timestamp) AS timestamp, type, event_name, \
      pathname, anonymous_id, country, browser, device_type FROM events FINAL \
-     WHERE site_id = ? AND (user_id = ? OR anonymous_id IN (SELECT anonymous_id FROM \
+     WHERE site_id = ? AND (user_id = ? OR anonymous_id GLOBAL IN (SELECT anonymous_id FROM \
      (SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
      FROM person_aliases WHERE site_id = ? GROUP BY anonymous_id) WHERE owner = ?)) \
      ORDER BY timestamp DESC, event_id LIMIT 20";
