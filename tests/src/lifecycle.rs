@@ -1412,8 +1412,19 @@ pub struct ExportRun {
     pub bytes: u64,
 }
 
-/// Runs `rivulet-admin export` under `/usr/bin/time` (its peak RSS, from the kernel's
-/// accounting of the process) with stdout to `out` (or to a pipe counted by `read`).
+/// Runs `argv[2:]` with stdin, stdout and stderr inherited, writes its peak RSS in KiB
+/// (`ru_maxrss`) to `argv[1]` and exits with its status.
+const PEAK_RSS_WRAPPER: &str = "import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+open(sys.argv[1], 'w').write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status) & 255)
+";
+
+/// Runs `rivulet-admin export` with stdout to `out` (or to a pipe counted by `read`), and
+/// its peak RSS from the kernel's accounting of the process.
 fn run_export(
     args: &[&str],
     dir: &Path,
@@ -1422,10 +1433,11 @@ fn run_export(
 ) -> ExportRun {
     load_stack_env();
     let rss_file = dir.join(format!("rss-{}", short_tag()));
-    let mut cmd = std::process::Command::new("/usr/bin/time");
-    cmd.arg("-f")
-        .arg("%M")
-        .arg("-o")
+    // Python's `os.wait4` gives the child's own peak RSS (its rusage), as GNU time would;
+    // python3 is on every machine the tests run on, GNU time is not.
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg("-c")
+        .arg(PEAK_RSS_WRAPPER)
         .arg(&rss_file)
         .arg(binary("rivulet-admin"))
         .args(args);
@@ -1435,9 +1447,7 @@ fn run_export(
         None => cmd.stdout(std::process::Stdio::piped()),
     };
     let started = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .expect("/usr/bin/time (GNU time) runs rivulet-admin");
+    let mut child = cmd.spawn().expect("python3 runs rivulet-admin");
     let bytes = match child.stdout.take() {
         Some(mut pipe) => read(&mut pipe),
         None => 0,
