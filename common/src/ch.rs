@@ -94,6 +94,42 @@ impl ChConfig {
             .collect()
     }
 
+    /// `ALTER TABLE {database}.{table} DROP PARTITION {partition}` where it must run: on a
+    /// single server, there; on a cluster (`table` a local table), on each shard's leader
+    /// replica, which replicates the drop to the others — not `ON CLUSTER`, which 18.16
+    /// cannot run on a server with passwords ([`clickhouse_versions::DROP_PARTITION_ON_LEADERS`]).
+    /// Returns how many servers dropped it; a shard without a leader at that moment keeps
+    /// the partition.
+    pub async fn drop_partition(
+        &self,
+        table: &str,
+        partition: u32,
+    ) -> Result<usize, clickhouse::error::Error> {
+        let sql = format!(
+            "ALTER TABLE {}.{table} DROP PARTITION {partition}",
+            self.database
+        );
+        if self.topology.cluster().is_none() {
+            self.connect_lazy().root.query(&sql).execute().await?;
+            return Ok(1);
+        }
+        let mut dropped = 0;
+        for node in self.each_node() {
+            let leader: Vec<u8> = node
+                .root
+                .query(clickhouse_versions::DROP_PARTITION_ON_LEADERS)
+                .bind(&self.database)
+                .bind(table)
+                .fetch_all()
+                .await?;
+            if leader.first() == Some(&1) {
+                node.root.query(&sql).execute().await?;
+                dropped += 1;
+            }
+        }
+        Ok(dropped)
+    }
+
     /// A client with the safest settings, no database selected (for `CREATE DATABASE`).
     fn plain_client(&self) -> Client {
         Client::default()

@@ -13,7 +13,7 @@
 //! below answers by that one boundary, even where ClickHouse gained the feature earlier
 //! (the doc comment says when, where it is known).
 //!
-//! The differences are of two kinds:
+//! The differences are of three kinds:
 //! - **chosen from the version** ([`ServerVersion`], read with `SELECT version()` when
 //!   connecting): the client's [`row_validation`] and [`lz4`] compression, and the
 //!   [`low_cardinality`] column types of a new `events` table;
@@ -22,7 +22,10 @@
 //!   `migrate` got there first ([`is_already_exists`], [`is_duplicate_column`]), a quorum
 //!   insert refused while another waits for its quorum ([`is_quorum_busy`];
 //!   [`parallel_quorum_inserts`]), and waiting for a mutation by polling
-//!   ([`mutations_sync`]).
+//!   ([`mutations_sync`]), and `DROP PARTITION` sent to each shard's leader replica
+//!   ([`DROP_PARTITION_ON_LEADERS`]);
+//! - **worked around where the version needs it**: the last quorum part that 18.16 keeps
+//!   from mutations ([`last_quorum_part_waits_for_an_insert`]).
 //!
 //! And what the SQL avoids, because 18.16 does not have it: `DateTime64`, `Map`, the `JSON`
 //! type, `JSONExtract*`, and `INSERT … SETTINGS` (an insert's settings go as URL
@@ -141,6 +144,22 @@ pub fn parallel_quorum_inserts(v: &ServerVersion) -> bool {
     v.is_current()
 }
 
+/// Whether the part of a partition's last quorum insert (`insert_quorum` ≥ 2) stays out
+/// of every mutation until the next quorum insert into that partition: 18.16, which keeps
+/// "the most recent part with a satisfied quorum" of each partition (ZooKeeper's
+/// `quorum/last_part`) from merges and mutations, so a mutation submitted after a
+/// partition's last insert waits at `parts_to_do` 1, with nothing in the replication
+/// queue, until another insert comes — for an imported month, perhaps never (seen on the
+/// stack's cluster: an erasure never finished). Current servers hold back only a part
+/// whose quorum is not reached yet.
+///
+/// Where it does, the lifecycle runner writes a marker row with the quorum into each
+/// partition that a waiting mutation still needs (`schema::queries::QUORUM_MARKER_EVENTS`
+/// and the others).
+pub fn last_quorum_part_waits_for_an_insert(v: &ServerVersion) -> bool {
+    !v.is_current()
+}
+
 /// The hash of an event's id that picks its shard on a cluster (the `Distributed`
 /// table's sharding key): `cityHash64` of the id as text, on every version.
 ///
@@ -151,6 +170,19 @@ pub fn parallel_quorum_inserts(v: &ServerVersion) -> bool {
 /// redelivery, a client's retry) must land on the shard that holds the first, where
 /// ReplacingMergeTree removes it.
 pub const EVENT_ID_HASH: &str = "cityHash64(toString(event_id))";
+
+/// Whether a replica leads its table's replication (`system.replicas.is_leader`), the
+/// query by which `ALTER … DROP PARTITION` of a replicated table is sent to each shard's
+/// leader, on every version (`ChConfig::drop_partition`).
+///
+/// 18.16 runs a replicated table's `DROP PARTITION` on the leader replica only: any other
+/// replica forwards the query to the leader over a native connection as the `default`
+/// user with no password, which a server whose users have passwords refuses — the
+/// stack's cluster answered `ON CLUSTER … DROP PARTITION` with code 32 (`Attempt to read
+/// after eof`) from every non-leader. Sent to the leaders, it needs no forwarding. Current
+/// servers let every replica lead (each runs it; the second finds the partition gone).
+pub const DROP_PARTITION_ON_LEADERS: &str =
+    "SELECT toUInt8(is_leader) FROM system.replicas WHERE database = ? AND table = ?";
 
 /// 57 TABLE_ALREADY_EXISTS, 82 DATABASE_ALREADY_EXISTS, on every version.
 const ALREADY_EXISTS: &[u32] = &[57, 82];

@@ -22,6 +22,7 @@
 use crate::pipeline::Health;
 use clickhouse::Row;
 use rivulet_common::ch::{ChConfig, Db};
+use rivulet_common::clickhouse_versions;
 use rivulet_common::privacy::{self, IdKind, Receipt, State};
 use rivulet_common::registry::{Registry, Site};
 use rivulet_common::schema::queries;
@@ -58,6 +59,9 @@ pub struct Lifecycle {
 /// How long the runner polls `system.mutations` for a batch's mutations to finish (it
 /// polls on every version: `clickhouse_versions::mutations_sync`).
 const MUTATION_WAIT: Duration = Duration::from_secs(1800);
+/// How often the runner writes quorum markers where a mutation waits for one
+/// (`release_last_quorum_parts`): late enough that a mutation has done the parts it can.
+const MARKER_EVERY: Duration = Duration::from_secs(5);
 /// Rounds of mutations before a batch is failed.
 const ROUNDS: u32 = 3;
 
@@ -71,10 +75,17 @@ impl Lifecycle {
             return;
         }
         let mut last_retention: Option<Instant> = None;
+        let mut marked = Instant::now();
         loop {
             tokio::time::sleep(self.cfg.erasure_check).await;
             if !self.health.lifecycle_leader.load(Ordering::Relaxed) {
                 continue;
+            }
+            // Retention does not wait for its mutations, and a runner that stopped
+            // mid-batch left its own: both still need markers where the server does.
+            if marked.elapsed() >= MARKER_EVERY {
+                self.release_last_quorum_parts().await;
+                marked = Instant::now();
             }
             if let Err(e) = self.erase_due().await {
                 tracing::warn!(error = %e, "erasures could not run; trying again");
@@ -122,6 +133,7 @@ impl Lifecycle {
     /// Waits until no server has a mutation of Rivulet's tables left to finish.
     async fn mutations_finished(&self) -> Result<bool, clickhouse::error::Error> {
         let started = Instant::now();
+        let mut marked = Instant::now();
         loop {
             let mut left = 0u64;
             for node in self.clickhouse.each_node() {
@@ -138,8 +150,72 @@ impl Lifecycle {
             if started.elapsed() > MUTATION_WAIT {
                 return Ok(false);
             }
+            if marked.elapsed() >= MARKER_EVERY {
+                self.release_last_quorum_parts().await;
+                marked = Instant::now();
+            }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
+    }
+
+    /// Where the server keeps a partition's last quorum part from mutations until the
+    /// next insert (`clickhouse_versions::last_quorum_part_waits_for_an_insert`): writes a
+    /// marker with the quorum into each partition of the mutated tables, on each server,
+    /// that still has a part older than an unfinished mutation needs. The marker's part
+    /// is newer than the mutation and needs none of it. Anything refused (another quorum
+    /// insert under way, a replica down) is tried again on the next call.
+    async fn release_last_quorum_parts(&self) {
+        let needed = self.db.topology.cluster().is_some()
+            && self.clickhouse.insert_quorum > 1
+            && clickhouse_versions::last_quorum_part_waits_for_an_insert(&self.db.server_version);
+        if !needed {
+            return;
+        }
+        for node in self.clickhouse.each_node() {
+            for table in [self.local_events(), "person_aliases", "person_traits"] {
+                if let Err(e) = self.mark_waiting_partitions(&node, table).await {
+                    tracing::warn!(error = %e, table, "quorum markers not written; trying again");
+                }
+            }
+        }
+    }
+
+    async fn mark_waiting_partitions(
+        &self,
+        node: &Db,
+        table: &str,
+    ) -> Result<(), clickhouse::error::Error> {
+        let mutations: Vec<MutationBlocks> = node
+            .root
+            .query(queries::UNFINISHED_MUTATION_BLOCKS)
+            .bind(&self.db.database)
+            .bind(table)
+            .fetch_all()
+            .await?;
+        if mutations.is_empty() {
+            return Ok(());
+        }
+        let oldest: Vec<(String, i64)> = node
+            .root
+            .query(queries::OLDEST_PART_BY_PARTITION)
+            .bind(&self.db.database)
+            .bind(table)
+            .fetch_all()
+            .await?;
+        for partition in partitions_waiting(&mutations_needs(&mutations), &oldest) {
+            let insert = match table {
+                "person_aliases" => node.events.query(queries::QUORUM_MARKER_ALIASES),
+                "person_traits" => node.events.query(queries::QUORUM_MARKER_TRAITS),
+                _ => match month_start(&partition) {
+                    Some(day) => node.events.query(queries::QUORUM_MARKER_EVENTS).bind(day),
+                    None => continue,
+                },
+            };
+            insert.execute().await?;
+            metrics::counter!("enricher_quorum_markers_total").increment(1);
+            tracing::debug!(table, partition, "quorum marker written");
+        }
+        Ok(())
     }
 
     /// Erases the requests that are due, as one batch.
@@ -437,16 +513,50 @@ impl Lifecycle {
             .await?;
         let mut dropped = 0;
         for month in months.into_iter().filter(|m| month_end(*m) <= limit) {
-            let sql = self.complete(
-                &format!("ALTER TABLE {{db}}.{{table}}{{on_cluster}} DROP PARTITION {month}"),
-                self.local_events(),
-            );
-            self.db.root.query(&sql).execute().await?;
+            self.clickhouse
+                .drop_partition(self.local_events(), month)
+                .await?;
             metrics::counter!("enricher_retention_partitions_dropped_total").increment(1);
             dropped += 1;
         }
         Ok(dropped)
     }
+}
+
+/// An unfinished mutation's block number in each partition it applies to.
+#[derive(Row, Deserialize)]
+struct MutationBlocks {
+    partitions: Vec<String>,
+    numbers: Vec<i64>,
+}
+
+/// The newest block number any unfinished mutation needs, by partition: every part of
+/// the partition with an older data version has yet to be mutated.
+fn mutations_needs(mutations: &[MutationBlocks]) -> BTreeMap<String, i64> {
+    let mut needs: BTreeMap<String, i64> = BTreeMap::new();
+    for m in mutations {
+        for (partition, number) in m.partitions.iter().zip(&m.numbers) {
+            let n = needs.entry(partition.clone()).or_insert(*number);
+            *n = (*n).max(*number);
+        }
+    }
+    needs
+}
+
+/// The partitions whose oldest part (`(partition, oldest data version)`) a mutation
+/// still needs.
+fn partitions_waiting(needs: &BTreeMap<String, i64>, oldest: &[(String, i64)]) -> Vec<String> {
+    oldest
+        .iter()
+        .filter(|(p, v)| needs.get(p).is_some_and(|n| v < n))
+        .map(|(p, _)| p.clone())
+        .collect()
+}
+
+/// `YYYY-MM-01` of a `toYYYYMM` partition id (`202503`); `None` for any other id.
+fn month_start(partition: &str) -> Option<String> {
+    let valid = partition.len() == 6 && partition.bytes().all(|b| b.is_ascii_digit());
+    valid.then(|| format!("{}-{}-01", &partition[..4], &partition[4..]))
 }
 
 /// The time before which whole months may be dropped: the earliest cutoff (the start of
@@ -573,6 +683,37 @@ mod tests {
             droppable_before(&[site(1, 30), deleted(4, 60)], today),
             Some(40 * 86_400)
         );
+    }
+
+    #[test]
+    fn a_partition_waits_while_its_oldest_part_is_older_than_a_mutation_needs() {
+        let mutations = [
+            MutationBlocks {
+                partitions: vec!["202503".into(), "202611".into()],
+                numbers: vec![1, 687],
+            },
+            MutationBlocks {
+                partitions: vec!["202503".into(), "202611".into()],
+                numbers: vec![4, 901],
+            },
+        ];
+        let needs = mutations_needs(&mutations);
+        assert_eq!(needs["202503"], 4);
+        assert_eq!(needs["202611"], 901);
+        let oldest = [
+            ("202503".to_string(), 0),   // the month's only part, never mutated
+            ("202611".to_string(), 901), // every part mutated (or newer)
+            ("197001".to_string(), 0),   // no mutation names it
+        ];
+        assert_eq!(partitions_waiting(&needs, &oldest), vec!["202503"]);
+        assert!(partitions_waiting(&BTreeMap::new(), &oldest).is_empty());
+    }
+
+    #[test]
+    fn a_marker_is_dated_in_its_partitions_month() {
+        assert_eq!(month_start("202503").as_deref(), Some("2025-03-01"));
+        assert_eq!(month_start("all"), None);
+        assert_eq!(month_start("2025031"), None);
     }
 
     #[test]

@@ -36,16 +36,6 @@ fn local_events() -> &'static str {
     }
 }
 
-/// `ALTER TABLE <t>` with the cluster's `ON CLUSTER`, for the table each server holds.
-fn alter_local_events() -> String {
-    let cluster = env("CLICKHOUSE_CLUSTER");
-    if cluster.is_empty() {
-        "ALTER TABLE events".to_string()
-    } else {
-        format!("ALTER TABLE events_local ON CLUSTER {cluster}")
-    }
-}
-
 /// A client per server (`CLICKHOUSE_NODES`).
 fn each_node() -> Vec<Db> {
     load_stack_env();
@@ -1262,7 +1252,11 @@ pub async fn retention_by_site() {
     );
     assert!(metric_or_zero(&enricher, "enricher_retention_mutations_total").await >= 1.0);
     drop(enricher);
-    // Deleted sites leave the runners' lists (their remaining rows stay).
+    // Deleted sites leave the runners' lists (their remaining rows stay). A deleted site
+    // without a retention would keep every month of the registry from being dropped
+    // whole (`retention_drops_whole_months`, which runs on the same registry): the
+    // keeper gets one first.
+    set_retention(keeper, 1).await;
     for site in [pruned, keeper] {
         run_admin_async(&["sites", "delete", &site.to_string()], &[])
             .await
@@ -1294,6 +1288,19 @@ pub async fn retention_drops_whole_months() {
         .filter(|s| s.site_id != site)
         .map(|s| (s.site_id, s.retention_days))
         .collect();
+    let keep_all: Vec<u32> = reg
+        .list_sites_with_deleted()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|s| s.deleted != 0 && s.retention_days == 0)
+        .map(|s| s.site_id)
+        .collect();
+    assert!(
+        keep_all.is_empty(),
+        "deleted sites {keep_all:?} have no retention, so no month can be dropped whole on \
+         this registry: run the test on a new stack"
+    );
     for (other, _) in &others {
         set_retention(*other, KEEP).await;
     }
@@ -1396,12 +1403,13 @@ fn month_end(yyyymm: u32) -> u32 {
 const EXPORT_MONTH: u32 = 200_101;
 const EXPORT_START: u32 = 978_307_200; // 2001-01-01T00:00:00Z
 
-async fn drop_export_month(db: &Db) {
-    execute(
-        db,
-        &format!("{} DROP PARTITION {EXPORT_MONTH}", alter_local_events()),
-    )
-    .await;
+async fn drop_export_month() {
+    load_stack_env();
+    let config = ChConfig::from_env().unwrap();
+    config
+        .drop_partition(local_events(), EXPORT_MONTH)
+        .await
+        .unwrap_or_else(|e| panic!("DROP PARTITION {EXPORT_MONTH}: {e}"));
 }
 
 /// An export's run: how long, how much memory at most, what it wrote.
@@ -1708,7 +1716,7 @@ fn csv_records(input: &mut dyn Read) -> (u64, String, u64) {
 /// `artifacts/export-<rows>.json` when `artifact` is given.
 pub async fn export_rows(rows: u64, max_rss_mb: u64, artifact: Option<&str>) {
     let db = db().await;
-    drop_export_month(&db).await;
+    drop_export_month().await;
     let (site, _) = site_with_key().await;
     let started = Instant::now();
     // (`??` is a `?` to the clickhouse crate, which binds values at `?`.)
@@ -1841,5 +1849,5 @@ pub async fn export_rows(rows: u64, max_rss_mb: u64, artifact: Option<&str>) {
         );
     }
     drop(dir);
-    drop_export_month(&db).await;
+    drop_export_month().await;
 }

@@ -351,14 +351,12 @@ async fn ingest_answers_200_with_one_broker_down_and_never_200_with_two() {
 }
 
 #[tokio::test]
-#[ignore = "ClickHouse 18.16 on the cluster stack: replicated erasure/retention mutations stall (system.mutations parts_to_do 1, nothing in the replication queue): see docs/privacy.md, Limits"]
 async fn an_erased_person_is_gone_from_every_replica_and_stays_gone() {
     nodes();
     rivulet_tests::lifecycle::erasure_with_events_in_flight(1).await;
 }
 
 #[tokio::test]
-#[ignore = "ClickHouse 18.16 on the cluster stack: replicated erasure/retention mutations stall (system.mutations parts_to_do 1, nothing in the replication queue): see docs/privacy.md, Limits"]
 async fn a_burst_of_erasures_takes_a_few_mutations_on_every_server() {
     nodes();
     // ON CLUSTER: each server runs the mutations of its shard's tables and of the people
@@ -368,21 +366,18 @@ async fn a_burst_of_erasures_takes_a_few_mutations_on_every_server() {
 }
 
 #[tokio::test]
-#[ignore = "ClickHouse 18.16 on the cluster stack: replicated erasure/retention mutations stall (system.mutations parts_to_do 1, nothing in the replication queue): see docs/privacy.md, Limits"]
 async fn retention_removes_a_sites_expired_rows_on_every_replica() {
     nodes();
     rivulet_tests::lifecycle::retention_by_site().await;
 }
 
 #[tokio::test]
-#[ignore = "ClickHouse 18.16 on the cluster stack: replicated erasure/retention mutations stall (system.mutations parts_to_do 1, nothing in the replication queue): see docs/privacy.md, Limits"]
 async fn retention_drops_whole_months_once_every_site_has_expired_them() {
     nodes();
     rivulet_tests::lifecycle::retention_drops_whole_months().await;
 }
 
 #[tokio::test]
-#[ignore = "its set-up, ALTER TABLE events_local ON CLUSTER … DROP PARTITION, failed with code 32 (Attempt to read after eof) on the cluster stack where the mutations had stalled: see docs/privacy.md, Limits"]
 async fn an_export_from_the_cluster_equals_the_table_in_constant_memory() {
     nodes();
     rivulet_tests::lifecycle::export_rows(100_000, 100, Some("export-100k-cluster.json")).await;

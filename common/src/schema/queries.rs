@@ -158,6 +158,37 @@ pub const MUTATIONS_UNFINISHED: &str = "SELECT count() FROM system.mutations \
      WHERE database = ? AND is_done = 0 AND table IN \
      ('events', 'events_local', 'person_aliases', 'person_traits')";
 
+/// The partitions of a table whose oldest active part is older than an unfinished
+/// mutation needs, in two halves: each partition's oldest data version (binds: database,
+/// table) …
+pub const OLDEST_PART_BY_PARTITION: &str =
+    "SELECT partition_id, toInt64(min(data_version)) AS oldest \
+     FROM system.parts WHERE database = ? AND table = ? AND active GROUP BY partition_id";
+/// … and the block numbers of the table's unfinished mutations (binds: database, table).
+pub const UNFINISHED_MUTATION_BLOCKS: &str = "SELECT block_numbers.partition_id AS partitions, \
+     block_numbers.number AS numbers FROM system.mutations \
+     WHERE database = ? AND table = ? AND is_done = 0";
+
+/// Marker rows written with the quorum into a partition, so that the part of its last
+/// quorum insert can be mutated on a server that otherwise keeps it until the next insert
+/// (`clickhouse_versions::last_quorum_part_waits_for_an_insert`). Site 0 is no site (ids
+/// start at 1) and every query names its site; all of a table's markers in a partition
+/// share a sorting key, so ReplacingMergeTree keeps one; `now()` makes each second's
+/// marker a new block (a replicated table skips a block it has seen).
+/// `events_local`, in the month of its one bind (`YYYY-MM-01`).
+pub const QUORUM_MARKER_EVENTS: &str = "INSERT INTO events_local \
+     (event_id, site_id, timestamp, received_at, type) \
+     SELECT toUUID('00000000-0000-0000-0000-000000000000'), toUInt32(0), toDateTime(toDate(?)), \
+     now(), 'quorum_marker'";
+/// `person_aliases` (one partition).
+pub const QUORUM_MARKER_ALIASES: &str = "INSERT INTO person_aliases \
+     (site_id, anonymous_id, user_id, claimed_at_ms, version) \
+     SELECT toUInt32(0), '', '', toUInt64(0), toUInt64(now())";
+/// `person_traits` (one partition).
+pub const QUORUM_MARKER_TRAITS: &str = "INSERT INTO person_traits \
+     (site_id, user_id, name, value, removed, set_at_ms) \
+     SELECT toUInt32(0), '', '', '', toUInt8(1), toUInt64(now()) * 1000";
+
 /// The months `events` has rows in (retention drops a month whole when it ends before
 /// every site's cutoff).
 pub const EVENTS_MONTHS: &str = "SELECT DISTINCT toUInt32(toYYYYMM(timestamp)) AS month \
