@@ -19,13 +19,13 @@
 //!   were sent twice collapse on their id.
 
 use crate::error::AdminError;
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use crate::import_producer::{ImportProducer, Settled};
 use rivulet_common::event::{EventType, Preset, RawEvent, Vitals, RAW_EVENT_VERSION};
 use rivulet_enricher::ledger::{EventIds, Ledger};
 use rivulet_import::{Format, ImportedEvent, Reader, RowError, SkipKind};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -65,6 +65,16 @@ struct Tally {
     erased: u64,
     first_ms: Option<i64>,
     last_ms: Option<i64>,
+}
+
+impl Tally {
+    /// What delivery reports settled: events imported, and the records done.
+    fn settled(&mut self, s: Settled, done: &mut u64) {
+        self.imported += s.stored;
+        if let Some(record) = s.through {
+            *done = record;
+        }
+    }
 }
 
 fn kafka(e: rdkafka::error::KafkaError) -> AdminError {
@@ -233,8 +243,14 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
         None => 0,
     };
 
+    // Below live events (`IMPORT_NICE`, default 10): this thread and the producer's,
+    // which it starts next and which inherit it.
+    rivulet_common::priority::lower_this_thread(
+        rivulet_common::config::parse("IMPORT_NICE", 10)
+            .map_err(|e| AdminError::Usage(e.to_string()))?,
+    );
     let topic = cfg_topic();
-    let producer: FutureProducer = {
+    let mut producer = {
         let mut c = rivulet_common::kafka::base_config();
         c.set("bootstrap.servers", &cfg.brokers)
             .set("client.id", "rivulet-import")
@@ -245,7 +261,7 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
             .set("compression.type", "lz4")
             .set("queue.buffering.max.messages", "200000")
             .set("message.timeout.ms", "120000");
-        c.create().map_err(kafka)?
+        ImportProducer::create(&c, &topic, IN_FLIGHT).map_err(kafka)?
     };
 
     let started = Instant::now();
@@ -253,12 +269,12 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
     let now_ms = rivulet_common::privacy::now_ms() as i64;
     let mut tally = Tally::default();
     let mut printed = 0u64;
-    // Sent and not acknowledged, oldest first, with the record count once each is.
-    let mut acks: VecDeque<(u64, rdkafka::producer::DeliveryFuture)> = VecDeque::new();
     let mut done = skip_first;
     let (mut last_save, mut last_shown) = (Instant::now(), Instant::now());
     let mut record = 0u64;
     let mut failure: Option<AdminError> = None;
+    // Reused for every event: the message's key and payload.
+    let (mut key, mut payload) = (Vec::with_capacity(256), Vec::with_capacity(2048));
     // Not a `for`: the loop asks the reader how far it is, for the progress line.
     #[allow(clippy::while_let_on_iterator)]
     while let Some(item) = reader.next() {
@@ -303,37 +319,30 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
                             .last_ms
                             .map_or(raw.timestamp, |t| t.max(raw.timestamp)),
                     );
-                    let key = rivulet_common::kafka::message_key(
+                    key.clear();
+                    rivulet_common::kafka::write_message_key(
+                        &mut key,
                         req.site_id,
                         raw.user_id.as_deref(),
                         &raw.ip,
                         &raw.user_agent,
                     );
-                    let payload = serde_json::to_vec(&raw).expect("a raw event as JSON");
-                    let ack = loop {
-                        match producer
-                            .send_result(FutureRecord::to(&topic).key(&key).payload(&payload))
-                        {
-                            Ok(ack) => break ack,
-                            // The producer's queue is full: wait for the oldest ack.
-                            Err((e, _)) if is_queue_full(&e) => {
-                                settle_one(&mut acks, &mut done, &mut tally).await?;
-                            }
-                            Err((e, _)) => return Err(kafka(e)),
-                        }
-                    };
-                    acks.push_back((record, ack));
+                    payload.clear();
+                    serde_json::to_writer(&mut payload, &raw).expect("a raw event as JSON");
+                    producer
+                        .send(record, &key, &payload, &mut |s| tally.settled(s, &mut done))
+                        .map_err(kafka)?;
                 }
             }
         }
-        if acks.is_empty() {
+        if producer.is_idle() {
             done = record;
         }
-        while acks.len() >= IN_FLIGHT {
-            settle_one(&mut acks, &mut done, &mut tally).await?;
-        }
         if last_save.elapsed() >= Duration::from_secs(1) {
-            settle_ready(&mut acks, &mut done, &mut tally, record).await?;
+            tally.settled(producer.settle().map_err(kafka)?, &mut done);
+            if producer.is_idle() {
+                done = record;
+            }
             if let Some(path) = &state {
                 write_progress(
                     path,
@@ -358,10 +367,9 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
             );
         }
     }
-    while !acks.is_empty() {
-        settle_one(&mut acks, &mut done, &mut tally).await?;
-    }
-    let _ = producer.flush(Duration::from_secs(30));
+    producer
+        .finish(&mut |s| tally.settled(s, &mut done))
+        .map_err(kafka)?;
     if failure.is_none() {
         done = record;
     }
@@ -413,69 +421,6 @@ fn this_progress(p: &Progress) -> Progress {
 
 fn cfg_topic() -> String {
     rivulet_common::kafka::topic_import()
-}
-
-fn is_queue_full(e: &rdkafka::error::KafkaError) -> bool {
-    matches!(
-        e,
-        rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull)
-    )
-}
-
-/// Awaits the oldest ack; an event Kafka did not take stops the import (its state says
-/// where to go on from).
-async fn settle_one(
-    acks: &mut VecDeque<(u64, rdkafka::producer::DeliveryFuture)>,
-    done: &mut u64,
-    tally: &mut Tally,
-) -> Result<(), AdminError> {
-    let Some((record, ack)) = acks.pop_front() else {
-        return Ok(());
-    };
-    match ack.await {
-        Ok(Ok(_)) => {
-            tally.imported += 1;
-            *done = record;
-            Ok(())
-        }
-        Ok(Err((e, _))) => Err(kafka(e)),
-        Err(_) => Err(AdminError::Unavailable(
-            "Kafka (the producer stopped)".into(),
-        )),
-    }
-}
-
-/// Settles the acks that have arrived; with none waiting, every record read is done.
-async fn settle_ready(
-    acks: &mut VecDeque<(u64, rdkafka::producer::DeliveryFuture)>,
-    done: &mut u64,
-    tally: &mut Tally,
-    read: u64,
-) -> Result<(), AdminError> {
-    use futures::FutureExt;
-    while let Some((record, ack)) = acks.front_mut() {
-        let record = *record;
-        let Some(outcome) = ack.now_or_never() else {
-            break;
-        };
-        acks.pop_front();
-        match outcome {
-            Ok(Ok(_)) => {
-                tally.imported += 1;
-                *done = record;
-            }
-            Ok(Err((e, _))) => return Err(kafka(e)),
-            Err(_) => {
-                return Err(AdminError::Unavailable(
-                    "Kafka (the producer stopped)".into(),
-                ))
-            }
-        }
-    }
-    if acks.is_empty() {
-        *done = read;
-    }
-    Ok(())
 }
 
 fn report(e: &RowError, printed: &mut u64) {

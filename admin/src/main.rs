@@ -10,6 +10,7 @@ mod erase;
 mod error;
 mod export;
 mod import;
+mod import_producer;
 mod install;
 mod ops;
 mod output;
