@@ -52,6 +52,14 @@ pub struct EnricherConfig {
     /// on a thread of its own.
     pub import_lane: bool,
     pub import_topic: String,
+    /// `IMPORT_BATCH_MAX_ROWS` (200000), `IMPORT_BATCH_MAX_BYTES` (64 MiB): the import
+    /// lane's batches. Larger than live ones: an import is a stream of full batches, and
+    /// every insert is a part ClickHouse writes (a file per column) and merges again.
+    pub import_batch_max_rows: usize,
+    pub import_batch_max_bytes: usize,
+    /// `IMPORT_LANE_NICE`, default 10: the import lane's thread runs at this nice value
+    /// (0: as live events), so that on a busy machine live events get the CPU first.
+    pub import_lane_nice: i32,
     /// `LIFECYCLE_RUNNER`, `ERASURE_*`, `RETENTION_CHECK_SECS`: erasures and retention.
     pub lifecycle: crate::lifecycle::LifecycleConfig,
 }
@@ -64,6 +72,8 @@ impl EnricherConfig {
         EnricherConfig {
             topic: self.import_topic.clone(),
             group_id: format!("{}-import", self.group_id),
+            batch_max_rows: self.import_batch_max_rows,
+            batch_max_bytes: self.import_batch_max_bytes,
             ..self.clone()
         }
     }
@@ -114,6 +124,9 @@ impl EnricherConfig {
             clickhouse: ChConfig::from_env()?,
             import_lane: config::flag("ENRICHER_IMPORT_LANE", true)?,
             import_topic: kafka::topic_import(),
+            import_batch_max_rows: config::parse("IMPORT_BATCH_MAX_ROWS", 200_000)?,
+            import_batch_max_bytes: config::parse("IMPORT_BATCH_MAX_BYTES", 64 * 1024 * 1024)?,
+            import_lane_nice: config::parse("IMPORT_LANE_NICE", 10)?,
             lifecycle: crate::lifecycle::LifecycleConfig {
                 enabled: config::flag("LIFECYCLE_RUNNER", true)?,
                 erasure_check: config::millis("ERASURE_CHECK_MS", 2000)?,

@@ -183,7 +183,7 @@ impl EnrichmentData {
         let enrichers = Enrichers {
             geo: Arc::new(geo),
             device: Arc::new(parser),
-            visitor_secret: cfg.visitor_secret.clone(),
+            visitors: Arc::new(crate::identity::VisitorIds::new(cfg.visitor_secret.clone())),
             store_ip: cfg.store_ip,
         };
         Ok(EnrichmentData {

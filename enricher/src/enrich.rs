@@ -19,7 +19,7 @@ use std::sync::Arc;
 pub struct Enrichers {
     pub geo: Arc<GeoDb>,
     pub device: Arc<DeviceParser>,
-    pub visitor_secret: Vec<u8>,
+    pub visitors: Arc<identity::VisitorIds>,
     pub store_ip: bool,
 }
 
@@ -36,30 +36,31 @@ impl Enrichers {
             .map(|ip| self.geo.lookup(ip))
             .unwrap_or_default();
         let device = self.device.parse(&raw.user_agent, raw.screen_width);
-        let channel = channel::classify(
-            raw.referrer.as_deref(),
-            raw.hostname.as_deref(),
-            raw.querystring.as_deref(),
-        );
-        let day = (raw.timestamp.div_euclid(86_400_000)) as u32;
-        let visitor = identity::visitor_id(
-            &self.visitor_secret,
-            day,
-            raw.site_id,
-            &raw.ip,
-            &raw.user_agent,
-        );
+        // The source's channel and visitor, when it knew them; else derived.
+        let channel = preset.channel.unwrap_or_else(|| {
+            channel::classify(
+                raw.referrer.as_deref(),
+                raw.hostname.as_deref(),
+                raw.querystring.as_deref(),
+            )
+            .as_str()
+            .to_string()
+        });
         let user_id = match (raw.user_id, preset.visitor_id) {
             (Some(u), _) if !u.is_empty() => u,
             (_, Some(v)) if !v.is_empty() => v,
-            _ => visitor,
+            _ => self.visitors.id(
+                identity::day_of(raw.timestamp),
+                raw.site_id,
+                &raw.ip,
+                &raw.user_agent,
+            ),
         };
         let session_id = match preset.session_id {
             Some(s) if !s.is_empty() => s,
             _ => sessions.observe(raw.site_id, &user_id, raw.timestamp),
         };
         let Preset {
-            channel: preset_channel,
             country,
             region,
             city,
@@ -94,7 +95,7 @@ impl Enrichers {
             querystring: raw.querystring.unwrap_or_default(),
             page_title: raw.page_title.unwrap_or_default(),
             referrer: raw.referrer.unwrap_or_default(),
-            channel: preset_channel.unwrap_or_else(|| channel.as_str().to_string()),
+            channel,
             user_id,
             session_id,
             language: raw.language.unwrap_or_default(),

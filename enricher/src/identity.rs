@@ -42,6 +42,44 @@ pub fn visitor_id(secret: &[u8], day: u32, site_id: u32, ip: &str, user_agent: &
     hex::encode(&mac.finalize().into_bytes()[..16])
 }
 
+/// [`visitor_id`] for one secret, keeping the last day's salt ready as an HMAC key: it
+/// is the same for every event of that day, and deriving it again cost two thirds of
+/// the id.
+pub struct VisitorIds {
+    secret: Vec<u8>,
+    last_day: std::sync::Mutex<Option<(u32, HmacSha256)>>,
+}
+
+impl VisitorIds {
+    pub fn new(secret: Vec<u8>) -> Self {
+        VisitorIds {
+            secret,
+            last_day: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The same as [`visitor_id`] with this secret.
+    pub fn id(&self, day: u32, site_id: u32, ip: &str, user_agent: &str) -> String {
+        let mut mac = {
+            let mut last = self.last_day.lock().unwrap_or_else(|p| p.into_inner());
+            match &*last {
+                Some((d, keyed)) if *d == day => keyed.clone(),
+                _ => {
+                    let keyed = HmacSha256::new_from_slice(&daily_salt(&self.secret, day))
+                        .expect("HMAC takes keys of any length");
+                    *last = Some((day, keyed.clone()));
+                    keyed
+                }
+            }
+        };
+        mac.update(&site_id.to_be_bytes());
+        mac.update(&(ip.len() as u64).to_be_bytes());
+        mac.update(ip.as_bytes());
+        mac.update(user_agent.as_bytes());
+        hex::encode(&mac.finalize().into_bytes()[..16])
+    }
+}
+
 /// The `user_id` column: the user id the client supplied when it is not blank, else the
 /// visitor id (computed only then).
 pub fn user_id(supplied: Option<&str>, visitor_id: impl FnOnce() -> String) -> String {
@@ -87,6 +125,19 @@ mod tests {
             ),
         ] {
             assert_ne!(base, other);
+        }
+    }
+
+    #[test]
+    fn visitor_ids_with_a_kept_salt_are_the_same_ids() {
+        let ids = VisitorIds::new(SECRET.to_vec());
+        for (day, ip) in [
+            (20_000, "203.0.113.7"),
+            (20_000, "::1"),
+            (20_001, "203.0.113.7"),
+            (20_000, "10.0.0.1"),
+        ] {
+            assert_eq!(ids.id(day, 3, ip, UA), visitor_id(SECRET, day, 3, ip, UA));
         }
     }
 
