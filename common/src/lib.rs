@@ -20,6 +20,7 @@ pub mod kafka;
 pub mod keys;
 #[cfg(feature = "server")]
 pub mod listener;
+pub mod priority;
 #[cfg(feature = "clickhouse")]
 pub mod privacy;
 #[cfg(feature = "clickhouse")]

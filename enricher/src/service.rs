@@ -11,9 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Runs a lane's pipeline on a thread of its own, with a runtime of its own.
+/// `nice`: the thread's CPU priority (`rivulet_common::priority`), 0 for live events'.
 fn lane_thread(
     name: &str,
     pipeline: Pipeline,
+    nice: i32,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<std::thread::JoinHandle<()>, EnricherError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -22,7 +24,10 @@ fn lane_thread(
         .map_err(|e| EnricherError::Thread(format!("cannot start its runtime: {e}")))?;
     std::thread::Builder::new()
         .name(name.into())
-        .spawn(move || runtime.block_on(pipeline.run(shutdown)))
+        .spawn(move || {
+            rivulet_common::priority::lower_this_thread(nice);
+            runtime.block_on(pipeline.run(shutdown))
+        })
         .map_err(|e| EnricherError::Thread(format!("cannot start it: {e}")))
 }
 
@@ -114,6 +119,7 @@ pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
     tokio::spawn(ledger.clone().keep_fresh(db.clone(), cfg.ledger_refresh));
     // The historical lane (`rivulet-admin import`): the same pipeline on its own topic,
     // group and thread, so that an import and live events never wait for each other.
+    let import_nice = cfg.import_lane_nice;
     let import = if cfg.import_lane {
         let import_cfg = cfg.import_lane();
         let import_health = Arc::new(Health::default());
@@ -148,9 +154,9 @@ pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
     // on this runtime. The UA parser's regexes keep a cache per thread that runs them
     // (docs/decisions/005-enricher-throughput-and-memory.md), so a loop that moved
     // between worker threads paid for them twice.
-    let mut threads = vec![lane_thread("enrich", pipeline, rx.clone())?];
+    let mut threads = vec![lane_thread("enrich", pipeline, 0, rx.clone())?];
     if let Some(import) = import {
-        threads.push(lane_thread("enrich-import", import, rx)?);
+        threads.push(lane_thread("enrich-import", import, import_nice, rx)?);
     }
     for thread in threads {
         tokio::task::spawn_blocking(move || thread.join())
