@@ -1,16 +1,20 @@
-//! End-to-end latency for `scripts/bench enricher`: from ingest's 200 to the row being
-//! queryable in ClickHouse. Posts a probe event every 100 ms (while `loadgen rate`
-//! supplies the steady background load), polls ClickHouse every 25 ms for probes not
-//! yet seen, and prints p50/p99/max in ms.
+//! End-to-end latency for `scripts/bench enricher` and `import_bench`: from ingest's 200
+//! to the row being queryable in ClickHouse. Posts a probe event every PROBE_MS (default
+//! 100 ms; while `loadgen rate` supplies the steady background load), polls ClickHouse
+//! every 25 ms for probes not yet seen, and prints p50/p99/max in ms.
 //!
-//!   e2e_latency INGEST_URL API_KEY SITE_ID SECONDS
+//!   e2e_latency INGEST_URL API_KEY SITE_ID SECONDS [PROBE_MS]
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 #[tokio::main]
 async fn main() {
-    let args = rivulet_bench::tool_args("e2e_latency INGEST_URL API_KEY SITE_ID SECONDS", 4..=4);
+    let args = rivulet_bench::tool_args(
+        "e2e_latency INGEST_URL API_KEY SITE_ID SECONDS [PROBE_MS]",
+        4..=5,
+    );
+    let every = Duration::from_millis(args.get(5).map_or(100, |s| s.parse().unwrap()));
     let (url, key, site, secs) = (
         args[1].clone(),
         args[2].clone(),
@@ -39,7 +43,7 @@ async fn main() {
             if r.map(|r| r.status().is_success()).unwrap_or(false) {
                 acked.insert(path, Instant::now());
             }
-            next_probe += Duration::from_millis(100);
+            next_probe += every;
         }
         if !acked.is_empty() {
             let seen: Vec<String> = db

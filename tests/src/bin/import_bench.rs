@@ -188,6 +188,9 @@ struct LiveLoad {
 
 /// The live events' rate (events/s), as the goal states it.
 const LIVE_RATE: &str = "2000";
+/// A latency probe every 25 ms: 400 in 10 s, so that the p99 is a percentile and not
+/// the single slowest probe.
+const PROBE_MS: &str = "25";
 
 fn start_live_load(ingest_url: &str, key: &str, site: u32, secs: u64, body: &Path) -> LiveLoad {
     let loadgen = std::process::Command::new(binary("loadgen"))
@@ -198,7 +201,13 @@ fn start_live_load(ingest_url: &str, key: &str, site: u32, secs: u64, body: &Pat
         .spawn()
         .expect("loadgen (cargo build --release -p rivulet-bench)");
     let probe = std::process::Command::new(binary("e2e_latency"))
-        .args([ingest_url, key, &site.to_string(), &secs.to_string()])
+        .args([
+            ingest_url,
+            key,
+            &site.to_string(),
+            &secs.to_string(),
+            PROBE_MS,
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .expect("e2e_latency (cargo build --release -p rivulet-bench)");
@@ -230,33 +239,34 @@ fn finish_live_load(load: LiveLoad) -> serde_json::Value {
     figures
 }
 
-#[tokio::main]
-async fn main() {
-    let args = tool_args("import_bench OUT.json [EVENTS] [WORK_DIR]", 1..=3);
-    let out_path = PathBuf::from(&args[1]);
-    let n: u64 = args
-        .get(2)
-        .map_or(1_000_000, |s| s.parse().expect("EVENTS"));
-    let work = args.get(3).map_or_else(std::env::temp_dir, PathBuf::from);
-    load_stack_env();
-    // Everything this run writes goes to a database of its own (the children inherit it).
-    std::env::set_var("CLICKHOUSE_DB", DB);
-    let db = db().await;
-    db.client
-        .query("TRUNCATE TABLE events")
-        .execute()
-        .await
-        .unwrap();
-    let (site, _) = site_with_key().await;
-    let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
-    let (live, import) = (
-        format!("rivulet-bench.live.{run}"),
-        format!("rivulet-bench.import.{run}"),
-    );
-    ensure_topic(&live, 1).await;
-    ensure_topic(&import, 6).await;
+/// Where the live events of a run go, and for how long.
+struct Live<'a> {
+    ingest_url: &'a str,
+    key: &'a str,
+    site: u32,
+    secs: u64,
+    body: &'a Path,
+}
 
-    let file = work.join(format!("import-bench-{run}.ndjson"));
+/// One import's figures, and the live events' latency when they flowed meanwhile.
+struct ImportRun {
+    figures: serde_json::Value,
+    live: Option<serde_json::Value>,
+}
+
+/// Generates `n` events with fresh ids (the run's `tag`), imports them into a new site
+/// through `import_topic`, and measures until every one is queryable, once. With `live`,
+/// live events flow from the start of the import on and their latency is measured.
+async fn import_run(
+    work: &Path,
+    tag: &str,
+    n: u64,
+    import_topic: &str,
+    enricher: &Service,
+    live: Option<Live<'_>>,
+) -> ImportRun {
+    let (site, _) = site_with_key().await;
+    let file = work.join(format!("import-bench-{tag}.ndjson"));
     let t = Instant::now();
     let bytes = generate(&file, n);
     let generate_s = t.elapsed().as_secs_f64();
@@ -265,45 +275,9 @@ async fn main() {
         bytes as f64 / 1e6,
         file.display()
     );
-
-    let group = format!("rivulet-bench-{run}");
-    let enricher = start_enricher(&[
-        ("KAFKA_TOPIC_RAW", &live),
-        ("KAFKA_TOPIC_IMPORT", &import),
-        ("KAFKA_GROUP_ID", &group),
-        ("LIFECYCLE_RUNNER", "false"),
-        ("BATCH_MAX_AGE_MS", "1000"),
-        ("RUST_LOG", "warn"),
-    ])
-    .await;
-    wait_assigned(&enricher).await;
-
-    // Live events on a site of their own, through an ingest on the live topic.
-    let ingest = start_ingest(&[("KAFKA_TOPIC_RAW", &live), ("RUST_LOG", "warn")]).await;
-    let (live_site, live_key) = site_with_key().await;
-    let body = work.join(format!("import-bench-{run}-live.json"));
-    std::fs::write(
-        &body,
-        json!({"api_key": live_key, "site_id": live_site, "pathname": "/live",
-               "user_agent": "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0"})
-        .to_string(),
-    )
-    .unwrap();
-    let latency_secs: u64 = std::env::var("IMPORT_BENCH_LATENCY_SECONDS")
-        .ok()
-        .map_or(10, |s| s.parse().expect("IMPORT_BENCH_LATENCY_SECONDS"));
-    let idle = finish_live_load(start_live_load(
-        &ingest.url,
-        &live_key,
-        live_site,
-        latency_secs,
-        &body,
-    ));
-    println!("live events, no import: {idle}");
     let load_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-
-    let log = std::fs::File::create(work.join(format!("import-bench-{run}.log"))).unwrap();
-    let summary_path = work.join(format!("import-bench-{run}.json"));
+    let log = std::fs::File::create(work.join(format!("import-bench-{tag}.log"))).unwrap();
+    let summary_path = work.join(format!("import-bench-{tag}.json"));
     let t0 = Instant::now();
     let mut importer = admin_command(
         &[
@@ -314,13 +288,13 @@ async fn main() {
             "rivulet",
             file.to_str().unwrap(),
         ],
-        &[("KAFKA_TOPIC_IMPORT", &import)],
+        &[("KAFKA_TOPIC_IMPORT", import_topic)],
     )
     .stdout(Stdio::from(std::fs::File::create(&summary_path).unwrap()))
     .stderr(Stdio::from(log))
     .spawn()
     .expect("rivulet-admin import");
-    let during = start_live_load(&ingest.url, &live_key, live_site, latency_secs, &body);
+    let during = live.map(|l| start_live_load(l.ingest_url, l.key, l.site, l.secs, l.body));
     let mut pids = vec![("importer", importer.id()), ("enricher", enricher.pid())];
     for (name, svc) in [("clickhouse", "clickhouse"), ("kafka", "kafka")] {
         if let Some(pid) = stack_pid(svc) {
@@ -367,8 +341,7 @@ async fn main() {
     let end_to_end = t0.elapsed();
     let after = Cpu::sample(&pids);
     println!();
-    let during = finish_live_load(during);
-    println!("live events, during the import: {during}");
+    let live = during.map(finish_live_load);
     let import_done = match import_done {
         Some(d) => d,
         None => {
@@ -379,7 +352,6 @@ async fn main() {
     };
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary_path).unwrap())
         .expect("the import's summary");
-
     let unique = scalar(
         "SELECT uniqExact(event_id) FROM events WHERE site_id = ?",
         site,
@@ -391,6 +363,8 @@ async fn main() {
         (n, n),
         "every event, once (distinct ids, rows after dedup)"
     );
+    let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_file(&summary_path);
 
     let wall = after.at.duration_since(before.at).as_secs_f64();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
@@ -406,47 +380,138 @@ async fn main() {
     let ours: f64 = cpu.values().map(|v| v.as_f64().unwrap()).sum();
     let machine = after.machine - before.machine;
     let eps = n as f64 / end_to_end.as_secs_f64();
-    let report = json!({
-        "events": n,
-        "file_bytes": bytes,
-        "end_to_end_seconds": (end_to_end.as_secs_f64() * 100.0).round() / 100.0,
-        "events_per_second": eps.round(),
-        "importer_seconds": (import_done.as_secs_f64() * 100.0).round() / 100.0,
-        "importer_events_per_second": summary["events_per_second"],
-        "first_row_after_seconds": first_row.map(|d| (d.as_secs_f64() * 100.0).round() / 100.0),
-        "cpu_seconds": cpu,
-        "machine_busy_cpu_seconds": (machine * 10.0).round() / 10.0,
-        "machine_other_cpu_seconds": ((machine - ours) * 10.0).round() / 10.0,
-        "machine_cpu_capacity_seconds": (wall * cores * 10.0).round() / 10.0,
-        "cores": cores,
-        "load_average_before": load_before.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
-        "generate_seconds": (generate_s * 10.0).round() / 10.0,
-        "goal_events_per_second": 100_000,
-        "live": {
+    println!(
+        "{n} events imported and queryable in {:.1} s: {:.0} events/s end to end (importer: {:.1} s){}",
+        end_to_end.as_secs_f64(),
+        eps,
+        import_done.as_secs_f64(),
+        if live.is_some() { ", live events flowing" } else { "" }
+    );
+    ImportRun {
+        figures: json!({
+            "events": n,
+            "file_bytes": bytes,
+            "end_to_end_seconds": (end_to_end.as_secs_f64() * 100.0).round() / 100.0,
+            "events_per_second": eps.round(),
+            "importer_seconds": (import_done.as_secs_f64() * 100.0).round() / 100.0,
+            "importer_events_per_second": summary["events_per_second"],
+            "first_row_after_seconds": first_row.map(|d| (d.as_secs_f64() * 100.0).round() / 100.0),
+            "cpu_seconds": cpu,
+            "machine_busy_cpu_seconds": (machine * 10.0).round() / 10.0,
+            "machine_other_cpu_seconds": ((machine - ours) * 10.0).round() / 10.0,
+            "machine_cpu_capacity_seconds": (wall * cores * 10.0).round() / 10.0,
+            "cores": cores,
+            "load_average_before": load_before.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+            "generate_seconds": (generate_s * 10.0).round() / 10.0,
+        }),
+        live,
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args = tool_args("import_bench OUT.json [EVENTS] [WORK_DIR]", 1..=3);
+    let out_path = PathBuf::from(&args[1]);
+    let n: u64 = args
+        .get(2)
+        .map_or(1_000_000, |s| s.parse().expect("EVENTS"));
+    let work = args.get(3).map_or_else(std::env::temp_dir, PathBuf::from);
+    load_stack_env();
+    // Everything this run writes goes to a database of its own (the children inherit it).
+    std::env::set_var("CLICKHOUSE_DB", DB);
+    let db = db().await;
+    db.client
+        .query("TRUNCATE TABLE events")
+        .execute()
+        .await
+        .unwrap();
+    let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
+    let (live, import) = (
+        format!("rivulet-bench.live.{run}"),
+        format!("rivulet-bench.import.{run}"),
+    );
+    ensure_topic(&live, 1).await;
+    ensure_topic(&import, 6).await;
+
+    let group = format!("rivulet-bench-{run}");
+    let enricher = start_enricher(&[
+        ("KAFKA_TOPIC_RAW", &live),
+        ("KAFKA_TOPIC_IMPORT", &import),
+        ("KAFKA_GROUP_ID", &group),
+        ("LIFECYCLE_RUNNER", "false"),
+        ("BATCH_MAX_AGE_MS", "1000"),
+        ("RUST_LOG", "warn"),
+    ])
+    .await;
+    wait_assigned(&enricher).await;
+
+    // Live events on a site of their own, through an ingest on the live topic.
+    let ingest = start_ingest(&[("KAFKA_TOPIC_RAW", &live), ("RUST_LOG", "warn")]).await;
+    let (live_site, live_key) = site_with_key().await;
+    let body = work.join(format!("import-bench-{run}-live.json"));
+    std::fs::write(
+        &body,
+        json!({"api_key": live_key, "site_id": live_site, "pathname": "/live",
+               "user_agent": "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0"})
+        .to_string(),
+    )
+    .unwrap();
+    let latency_secs: u64 = std::env::var("IMPORT_BENCH_LATENCY_SECONDS")
+        .ok()
+        .map_or(10, |s| s.parse().expect("IMPORT_BENCH_LATENCY_SECONDS"));
+    let idle = finish_live_load(start_live_load(
+        &ingest.url,
+        &live_key,
+        live_site,
+        latency_secs,
+        &body,
+    ));
+    println!("live events, no import: {idle}");
+
+    // The import alone: the throughput goal.
+    let alone = import_run(&work, &format!("{run}a"), n, &import, &enricher, None).await;
+    // Again, with fresh ids on a site of its own, while live events flow: their latency.
+    let loaded = import_run(
+        &work,
+        &format!("{run}b"),
+        n,
+        &import,
+        &enricher,
+        Some(Live {
+            ingest_url: &ingest.url,
+            key: &live_key,
+            site: live_site,
+            secs: latency_secs,
+            body: &body,
+        }),
+    )
+    .await;
+    let during = loaded.live.clone().expect("the live figures");
+    println!("live events, during the import: {during}");
+
+    let ImportRun { mut figures, .. } = alone;
+    let f = figures.as_object_mut().unwrap();
+    f.insert("goal_events_per_second".into(), json!(100_000));
+    f.insert("with_live_load".into(), loaded.figures);
+    f.insert(
+        "live".into(),
+        json!({
             "events_per_second": LIVE_RATE.parse::<u32>().unwrap(),
             "seconds": latency_secs,
             "idle": idle,
             "during_import": during,
             "p99_ratio": (during["p99_ms"].as_f64().unwrap() / idle["p99_ms"].as_f64().unwrap().max(1.0) * 100.0).round() / 100.0,
             "goal_p99_ratio": 1.5,
-        },
-    });
-    println!(
-        "{n} events imported and queryable in {:.1} s: {:.0} events/s end to end (importer: {:.1} s)",
-        end_to_end.as_secs_f64(),
-        eps,
-        import_done.as_secs_f64()
+        }),
     );
-    println!("{}", serde_json::to_string_pretty(&report).unwrap());
-    std::fs::write(&out_path, serde_json::to_vec_pretty(&report).unwrap()).unwrap();
+    println!("{}", serde_json::to_string_pretty(&figures).unwrap());
+    std::fs::write(&out_path, serde_json::to_vec_pretty(&figures).unwrap()).unwrap();
 
     drop(ingest);
     drop(enricher);
     let _ = std::fs::remove_file(&body);
     delete_topic(&import).await;
     delete_topic(&live).await;
-    let _ = std::fs::remove_file(&file);
-    let _ = std::fs::remove_file(&summary_path);
     db.client
         .query(&format!("DROP DATABASE IF EXISTS {DB}"))
         .execute()
