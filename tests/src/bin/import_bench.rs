@@ -5,7 +5,7 @@
 //!   import_bench OUT.json [EVENTS] [WORK_DIR]
 //!
 //! - The data: EVENTS lines of Rivulet's NDJSON export (contracts §3, every field
-//!   present, ~800 bytes a line), as `rivulet-admin export` writes them: a month of
+//!   present, ~900 bytes a line), as `rivulet-admin export` writes them: a month of
 //!   pageviews and custom events with their enriched columns (the import's presets), no
 //!   user agent and no IP (an export has neither), so the enricher derives nothing again.
 //!   Written to WORK_DIR (default: the temporary directory; /dev/shm keeps it off the
@@ -22,13 +22,16 @@
 //!   over the run (`/proc/PID/stat`), and of the whole machine (`/proc/stat`), so that
 //!   what other work on the machine took is visible too.
 //!
-//! - Live events meanwhile: an ingest on the live topic, `loadgen rate` at 2,000
-//!   events/s and `e2e_latency` (probes every 100 ms, from ingest's 200 to the row being
+//! - Two imports: first alone (the throughput), then a second EVENTS with fresh ids, into
+//!   a site of their own, while live events flow (reported as `with_live_load`).
+//! - Live events: an ingest on the live topic, `loadgen rate` at 2,000 events/s and
+//!   `e2e_latency` (a probe every 25 ms at most, from ingest's 200 to the row being
 //!   queryable) for LATENCY_SECONDS (`IMPORT_BENCH_LATENCY_SECONDS`, default 10) twice:
-//!   before the import (idle) and from the start of the import on, on a site of their own.
-//!   The goal: the p99 during the import no more than 1.5 times the idle one (the import
-//!   has a lane of its own, so that it never delays live events). Both tools come from
-//!   `rivulet-bench` in the same target folder (`cargo build --release -p rivulet-bench`).
+//!   before the imports (idle) and from the start of the second import on, on a site of
+//!   their own. The goal: the p99 during the import no more than 1.5 times the idle one
+//!   (the import has a lane of its own, so that it never delays live events). Both tools
+//!   come from `rivulet-bench` in the same target folder (`cargo build --release -p
+//!   rivulet-bench`).
 //!
 //! Prints a line per phase and writes the figures as JSON to OUT.json.
 
@@ -188,8 +191,8 @@ struct LiveLoad {
 
 /// The live events' rate (events/s), as the goal states it.
 const LIVE_RATE: &str = "2000";
-/// A latency probe every 25 ms: 400 in 10 s, so that the p99 is a percentile and not
-/// the single slowest probe.
+/// A latency probe every 25 ms at most (a probe waits for its 200 and the poll between
+/// them: 200 to 400 in 10 s), so that the p99 is a percentile, not the slowest probe.
 const PROBE_MS: &str = "25";
 
 fn start_live_load(ingest_url: &str, key: &str, site: u32, secs: u64, body: &Path) -> LiveLoad {
