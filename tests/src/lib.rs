@@ -322,28 +322,108 @@ fn log_file(name: &str) -> PathBuf {
     dir.join(format!("{name}-{}.log", uuid::Uuid::new_v4().simple()))
 }
 
+/// The port of a `http://127.0.0.1:PORT` URL.
+fn port_of(url: &str) -> u16 {
+    url.rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a URL with a port")
+}
+
+/// Whether process `pid` holds the socket listening on 127.0.0.1:`port` (Linux's
+/// /proc/net/tcp and the process's file descriptors).
+fn listens_on(pid: u32, port: u16) -> bool {
+    let local = format!("0100007F:{port:04X}");
+    let Some(inode) = std::fs::read_to_string("/proc/net/tcp")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // 0A: LISTEN.
+            (f.len() > 9 && f[1] == local && f[3] == "0A").then(|| f[9].to_string())
+        })
+    else {
+        return false;
+    };
+    let socket = format!("socket:[{inode}]");
+    std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+        fds.flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == &*socket))
+    })
+}
+
+/// Spawns a service with `spawn` and waits until it holds its ports and answers
+/// `ready` (a URL of it). `free_port` cannot reserve a port: another test's process may bind
+/// it first, and then a readiness check would be answered by that process. A service
+/// that exits because its address is taken is started again on new ports.
+async fn start_service(
+    spawn: impl Fn() -> Service,
+    ready: impl Fn(&Service) -> String,
+    within: Duration,
+) -> Service {
+    for _ in 0..5 {
+        let mut svc = spawn();
+        let deadline = Instant::now() + within;
+        let ports = [port_of(&svc.url), port_of(&svc.ops_url)];
+        loop {
+            if !svc.running() {
+                break;
+            }
+            if ports.iter().all(|p| listens_on(svc.pid(), *p)) {
+                wait_for(&ready(&svc), "", within).await;
+                return svc;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not listen within {within:?}: {}",
+                svc.url,
+                svc.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let logs = svc.logs();
+        assert!(
+            logs.contains("Address already in use"),
+            "the service at {} exited at startup: {logs}",
+            svc.url
+        );
+        eprintln!("a port was taken before the service bound it; starting it again");
+    }
+    panic!("five starts in a row found their ports taken")
+}
+
 /// Starts `rivulet-ingest` on a free port with the stack's environment plus `extra`,
 /// and waits until it answers /_readiness.
 pub async fn start_ingest(extra: &[(&str, &str)]) -> Service {
-    let svc = spawn_ingest(extra);
-    wait_ready(&svc.ops_url, Duration::from_secs(30)).await;
-    svc
+    start_service(
+        || spawn_ingest(extra),
+        Service::readiness_url,
+        Duration::from_secs(30),
+    )
+    .await
 }
 
 /// Starts `rivulet-ingest` as `start_ingest` does, but waits only until it answers
 /// /_liveness: for tests of what it does before it is ready.
 pub async fn start_ingest_live(extra: &[(&str, &str)]) -> Service {
-    let svc = spawn_ingest(extra);
-    wait_for(&svc.url, "/_liveness", Duration::from_secs(30)).await;
-    svc
+    start_service(
+        || spawn_ingest(extra),
+        |svc| format!("{}/_liveness", svc.url),
+        Duration::from_secs(30),
+    )
+    .await
 }
 
 /// Starts `rivulet-ingest` with only the stack's environment and `extra`: its own
 /// defaults, the rate limit of 20 among them (the other helpers turn it off).
 pub async fn start_ingest_with_its_defaults(extra: &[(&str, &str)]) -> Service {
-    let svc = spawn_service("rivulet-ingest", &[], "INGEST_ADDR", &[], extra);
-    wait_ready(&svc.ops_url, Duration::from_secs(30)).await;
-    svc
+    start_service(
+        || spawn_service("rivulet-ingest", &[], "INGEST_ADDR", &[], extra),
+        Service::readiness_url,
+        Duration::from_secs(30),
+    )
+    .await
 }
 
 /// Ingest with the limits a self-hosted install runs with: none per key. Rejections per
@@ -421,9 +501,12 @@ pub async fn start_enricher(extra: &[(&str, &str)]) -> Service {
         ("GEOIP_DB", geo.to_str().unwrap()),
         ("BATCH_MAX_AGE_MS", "200"),
     ];
-    let svc = spawn_service("rivulet-enricher", &[], "ENRICHER_ADDR", &defaults, extra);
-    wait_ready(&svc.url, Duration::from_secs(60)).await;
-    svc
+    start_service(
+        || spawn_service("rivulet-enricher", &[], "ENRICHER_ADDR", &defaults, extra),
+        Service::readiness_url,
+        Duration::from_secs(60),
+    )
+    .await
 }
 
 /// Waits until the enricher holds partitions and the group has been stable for a second.
@@ -519,14 +602,28 @@ pub fn now_ms() -> i64 {
 /// environment and `ADMIN_TOKEN=token`, and waits until it is ready.
 pub async fn start_admin(token: &str, extra: &[(&str, &str)]) -> Service {
     let defaults = [("ADMIN_TOKEN", token)];
-    let svc = spawn_service("rivulet-admin", &["serve"], "ADMIN_ADDR", &defaults, extra);
-    wait_ready(&svc.url, Duration::from_secs(30)).await;
-    svc
+    start_service(
+        || spawn_service("rivulet-admin", &["serve"], "ADMIN_ADDR", &defaults, extra),
+        Service::readiness_url,
+        Duration::from_secs(30),
+    )
+    .await
 }
 
 #[cfg(test)]
 mod tests {
     use super::host_port;
+
+    #[test]
+    fn a_listening_socket_is_found_on_its_process_only() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(super::listens_on(std::process::id(), port));
+        assert!(!super::listens_on(1, port), "not another process's");
+        drop(listener);
+        assert!(!super::listens_on(std::process::id(), port));
+        assert_eq!(super::port_of(&format!("http://127.0.0.1:{port}")), port);
+    }
 
     #[test]
     fn host_and_port_of_the_stacks_urls() {
