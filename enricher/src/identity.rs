@@ -32,8 +32,16 @@ pub fn daily_salt(secret: &[u8], day: u32) -> [u8; 32] {
 /// The anonymous id of a visitor of `site_id` on `day` (see [`day_of`]): 32 lower-case
 /// hex characters.
 pub fn visitor_id(secret: &[u8], day: u32, site_id: u32, ip: &str, user_agent: &str) -> String {
-    let salt = daily_salt(secret, day);
-    let mut mac = HmacSha256::new_from_slice(&salt).expect("HMAC takes keys of any length");
+    id_under(salt_key(secret, day), site_id, ip, user_agent)
+}
+
+/// The day's salt as an HMAC key, ready to take a visitor's bytes.
+fn salt_key(secret: &[u8], day: u32) -> HmacSha256 {
+    HmacSha256::new_from_slice(&daily_salt(secret, day)).expect("HMAC takes keys of any length")
+}
+
+/// The visitor id under a day's salt key (see [`salt_key`]).
+fn id_under(mut mac: HmacSha256, site_id: u32, ip: &str, user_agent: &str) -> String {
     mac.update(&site_id.to_be_bytes());
     // Length-prefixed so that no two (ip, user agent) pairs feed the same bytes.
     mac.update(&(ip.len() as u64).to_be_bytes());
@@ -60,23 +68,18 @@ impl VisitorIds {
 
     /// The same as [`visitor_id`] with this secret.
     pub fn id(&self, day: u32, site_id: u32, ip: &str, user_agent: &str) -> String {
-        let mut mac = {
+        let key = {
             let mut last = self.last_day.lock().unwrap_or_else(|p| p.into_inner());
             match &*last {
-                Some((d, keyed)) if *d == day => keyed.clone(),
+                Some((d, key)) if *d == day => key.clone(),
                 _ => {
-                    let keyed = HmacSha256::new_from_slice(&daily_salt(&self.secret, day))
-                        .expect("HMAC takes keys of any length");
-                    *last = Some((day, keyed.clone()));
-                    keyed
+                    let key = salt_key(&self.secret, day);
+                    *last = Some((day, key.clone()));
+                    key
                 }
             }
         };
-        mac.update(&site_id.to_be_bytes());
-        mac.update(&(ip.len() as u64).to_be_bytes());
-        mac.update(ip.as_bytes());
-        mac.update(user_agent.as_bytes());
-        hex::encode(&mac.finalize().into_bytes()[..16])
+        id_under(key, site_id, ip, user_agent)
     }
 }
 
