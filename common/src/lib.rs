@@ -13,6 +13,8 @@ pub mod ch;
 pub mod clickhouse_versions;
 pub mod client_ip;
 pub mod config;
+#[cfg(feature = "clickhouse")]
+pub mod domain;
 pub mod error;
 pub mod event;
 pub mod health;

@@ -119,20 +119,9 @@ pub fn validate_domains(domains: &[String]) -> Result<Vec<String>, CommonError> 
 
 /// A host name such as `example.com`: what a site is registered under.
 pub fn validate_domain(domain: &str) -> Result<String, CommonError> {
-    let d = domain.trim().trim_end_matches('.').to_ascii_lowercase();
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-    };
-    if d.is_empty() || d.len() > 253 || !d.split('.').all(label_ok) {
-        return Err(CommonError::Invalid(format!(
-            "{domain:?} is not a domain name; give a host name such as example.com, without scheme, port or path"
-        )));
-    }
-    Ok(d)
+    // Public suffixes, single labels, localhost and IP addresses are refused too: the
+    // rule and its reasons are in `domain`.
+    crate::domain::site_domain(domain).map_err(CommonError::Invalid)
 }
 
 #[derive(Clone)]
@@ -375,7 +364,7 @@ mod tests {
     #[test]
     fn domains() {
         assert_eq!(validate_domain("Example.COM.").unwrap(), "example.com");
-        assert_eq!(validate_domain("localhost").unwrap(), "localhost");
+        assert!(validate_domain("localhost").is_err());
         for bad in [
             "",
             "https://x.com",

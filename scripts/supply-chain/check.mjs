@@ -42,6 +42,11 @@ export function validatePolicy(policy) {
     }
     if ((c.file === undefined) !== (c.sha256 === undefined)) problems.push(`clarified licence of ${c.name}: "file" and "sha256" go together`);
   }
+  for (const e of policy?.licences?.embedded ?? []) {
+    for (const field of ['crate', 'source', 'data', 'licence', 'reason']) {
+      if (typeof e[field] !== 'string' || e[field].trim() === '') problems.push(`embedded data of ${e.crate}: no ${field}`);
+    }
+  }
   return problems;
 }
 
@@ -179,7 +184,37 @@ export function checkCargoLicences(policy, source, metadata) {
   }
   if (deps.length === 0) failures.push(`${source}: cargo metadata lists no dependencies`);
   const r = judge(policy, source, deps);
-  return { lines: r.lines, failures: [...failures, ...r.failures] };
+  const embedded = checkEmbedded(policy, source, deps);
+  return { lines: [...r.lines, ...embedded.lines], failures: [...failures, ...r.failures, ...embedded.failures] };
+}
+
+/**
+ * Data a crate compiles in under a licence of its own (its Cargo.toml states the code's):
+ * each entry's licence must be accepted for that source, and an entry whose crate is no
+ * longer a dependency fails, so the list stays exact.
+ */
+function checkEmbedded(policy, source, deps) {
+  const lines = [];
+  const failures = [];
+  const accepted = acceptedFor(policy, source);
+  for (const e of (policy.licences.embedded ?? []).filter((e) => e.source === source)) {
+    const found = deps.filter((d) => d.name === e.crate);
+    if (found.length === 0) {
+      failures.push(`${source}: supply-chain.json says ${e.crate} embeds ${e.data}, but ${e.crate} is not a dependency: remove the entry`);
+      continue;
+    }
+    let ok;
+    try {
+      ok = allows(accepted, parse(e.licence));
+    } catch (err) {
+      failures.push(`${source}: the data ${e.crate} embeds: cannot read its licence ${JSON.stringify(e.licence)}: ${err.message}`);
+      continue;
+    }
+    const versions = found.map((d) => d.version).join(', ');
+    if (ok) lines.push(`  ${e.crate} ${versions} embeds ${e.data}: ${e.licence} (supply-chain.json)`);
+    else failures.push(`${source}: ${e.crate} ${versions} embeds ${e.data}, licensed ${JSON.stringify(e.licence)}, which supply-chain.json does not accept here`);
+  }
+  return { lines, failures };
 }
 
 function licenceOf(pkgJson) {

@@ -137,6 +137,24 @@ test('cargo licences: accepted, rejected, unparsable, missing, and scoped to a l
   assert.deepEqual(fuzz.failures, []);
 });
 
+test('cargo licences: data a crate embeds needs its licence accepted, and an entry no crate needs fails', () => {
+  const p = policy();
+  p.licences.accepted.push({ id: 'MPL-2.0', only: ['Cargo.lock'], reason: 'the data a crate embeds' });
+  p.licences.embedded = [{ crate: 'psl', source: 'Cargo.lock', data: 'a list', licence: 'MPL-2.0', reason: 'compiled in' }];
+  const ok = checkCargoLicences(p, 'Cargo.lock', metadata([crate('psl', 'MIT/Apache-2.0')]));
+  assert.deepEqual(ok.failures, []);
+  assert.match(ok.lines.join('\n'), /psl 1\.0\.0 embeds a list: MPL-2\.0/);
+  // Not accepted where the crate is used, not read, or its crate gone.
+  p.licences.embedded.push({ crate: 'psl', source: 'fuzz/Cargo.lock', data: 'a list', licence: 'MPL-2.0', reason: 'compiled in' });
+  assert.match(checkCargoLicences(p, 'fuzz/Cargo.lock', metadata([crate('psl', 'MIT')])).failures.join('\n'), /licensed "MPL-2\.0", which supply-chain\.json does not accept here/);
+  p.licences.embedded[0].licence = 'MPL-2.0 OR';
+  assert.match(checkCargoLicences(p, 'Cargo.lock', metadata([crate('psl', 'MIT')])).failures.join('\n'), /cannot read its licence/);
+  assert.match(checkCargoLicences(p, 'Cargo.lock', metadata([crate('a', 'MIT')])).failures.join('\n'), /psl is not a dependency: remove the entry/);
+  // Every field is required.
+  p.licences.embedded = [{ crate: 'psl', source: 'Cargo.lock', licence: 'MPL-2.0', reason: '' }];
+  assert.equal(validatePolicy(p).length, 2);
+});
+
 test("cargo licences: Rivulet's own crates must carry the product licence", () => {
   const r = checkCargoLicences(policy(), 'Cargo.lock', metadata([crate('rivulet-fuzz', null, null), crate('a', 'MIT')]));
   assert.match(r.failures.join('\n'), /Rivulet's own crate rivulet-fuzz is licensed null, not Apache-2\.0/);
