@@ -20,6 +20,7 @@ mod settings;
 mod sites;
 mod stats;
 mod throttle;
+mod token;
 mod tracking;
 mod users;
 
@@ -41,11 +42,6 @@ use rivulet_common::schema::queries;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Shortest accepted `ADMIN_TOKEN`: the login form is the only thing between the
-/// network and the registry, so a guessable token is refused at startup. 32 characters
-/// of hex are 128 bits.
-const MIN_TOKEN_LEN: usize = 32;
 
 pub struct DashboardConfig {
     pub addr: SocketAddr,
@@ -71,12 +67,8 @@ impl DashboardConfig {
                 "ADMIN_TOKEN is not set: the dashboard needs a secret to log in with; generate one with `openssl rand -hex 32`".into(),
             )
         })?;
-        if token.len() < MIN_TOKEN_LEN {
-            return Err(AdminError::Usage(format!(
-                "ADMIN_TOKEN is too short ({} characters): use at least {MIN_TOKEN_LEN}, e.g. `openssl rand -hex 32`",
-                token.len()
-            )));
-        }
+        // A short or made-up token is refused before anything listens (token.rs).
+        token::check(&token).map_err(AdminError::Usage)?;
         let addr = config::parse("ADMIN_ADDR", SocketAddr::from(([127, 0, 0, 1], 3002)))?;
         let proxies = config::optional("ADMIN_TRUSTED_PROXIES")
             .or_else(|| config::optional("TRUSTED_PROXIES"))

@@ -48,7 +48,9 @@ async fn main() {
     );
     drop(ingest);
 
-    let token = "t".repeat(40);
+    // A random token: `rivulet-admin serve` refuses one with too little variety.
+    let token =
+        uuid::Uuid::new_v4().simple().to_string() + &uuid::Uuid::new_v4().simple().to_string();
     let admin = start_admin(&token, &[]).await;
     eprintln!("attack: guessing the admin token");
     figures.insert(
