@@ -746,12 +746,18 @@ pub fn metrics<S: Backends>(st: &AppState<S>) -> Response {
     health::metrics(&st.prometheus)
 }
 
-pub fn openapi() -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        include_str!("../openapi.json"),
-    )
-        .into_response()
+pub fn openapi(headers: &HeaderMap) -> Response {
+    // It changes only with ingest's version: an hour in caches, as the script, and after
+    // that a 304 while the ETag (a hash of the document) is the same.
+    static DOCUMENT: std::sync::LazyLock<crate::asset::Asset> = std::sync::LazyLock::new(|| {
+        crate::asset::Asset::new(
+            include_bytes!("../openapi.json"),
+            "application/json",
+            "public, max-age=3600",
+            false,
+        )
+    });
+    DOCUMENT.serve(headers)
 }
 
 #[cfg(test)]

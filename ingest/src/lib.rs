@@ -7,6 +7,8 @@
 
 pub mod api;
 #[cfg(feature = "service")]
+pub mod asset;
+#[cfg(feature = "service")]
 pub mod auth;
 #[cfg(feature = "service")]
 pub mod config;

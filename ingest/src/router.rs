@@ -177,7 +177,7 @@ async fn dispatch<S: Backends, B: RequestBody>(
         }
         _ if !read_only => get_only(),
         Route::Script => crate::script::serve(req.headers()),
-        Route::OpenApi => handlers::openapi(),
+        Route::OpenApi => handlers::openapi(req.headers()),
         Route::Liveness => rivulet_common::health::liveness(),
         Route::Track | Route::TrackBatch | Route::Identify => unreachable!("tracking routes above"),
     }

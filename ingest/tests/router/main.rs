@@ -8,6 +8,7 @@
 mod bad_input;
 mod browser;
 mod contract;
+mod documents;
 mod identify;
 mod kinds;
 
