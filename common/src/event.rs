@@ -42,18 +42,10 @@ impl EventType {
         EventType::InputChange,
     ];
 
+    /// The type's name on the wire (`contract::EVENT_TYPES`, which lists them in the
+    /// order of [`EventType::ALL`]).
     pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Pageview => "pageview",
-            EventType::CustomEvent => "custom_event",
-            EventType::Performance => "performance",
-            EventType::Outbound => "outbound",
-            EventType::Error => "error",
-            EventType::ButtonClick => "button_click",
-            EventType::Copy => "copy",
-            EventType::FormSubmit => "form_submit",
-            EventType::InputChange => "input_change",
-        }
+        crate::contract::EVENT_TYPES[self as usize]
     }
 
     /// The type named `name` on the wire, if there is one.

@@ -1,6 +1,7 @@
-//! What two or more of Rivulet's crates use: the raw event message, API keys and their
-//! registry, the ClickHouse schema, client settings and server versions, the topology, Redis names, Kafka
-//! settings, configuration from the environment, logs, metrics and health endpoints.
+//! What two or more of Rivulet's crates use: the wire contract's rules (`contract`), the
+//! raw event message, API keys and their registry, the ClickHouse schema, client settings
+//! and server versions, the topology, Redis names, Kafka settings, configuration from the
+//! environment, logs, metrics and health endpoints.
 //!
 //! Client libraries are behind features, so that a crate links only what it uses:
 //! `clickhouse` (the client, the schema, the registry), `kafka` (rdkafka settings),
@@ -13,6 +14,7 @@ pub mod ch;
 pub mod clickhouse_versions;
 pub mod client_ip;
 pub mod config;
+pub mod contract;
 #[cfg(feature = "clickhouse")]
 pub mod domain;
 pub mod error;

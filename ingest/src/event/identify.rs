@@ -10,8 +10,8 @@ use crate::event::validate::{
 use std::borrow::Cow;
 use uuid::Uuid;
 
-/// `traits`, as JSON text, may be at most this many characters.
-pub const TRAITS_LIMIT: usize = 2048;
+/// `traits`, as JSON text, may be at most this many characters (the wire contract's).
+pub use rivulet_common::contract::TRAITS_LIMIT;
 /// A trait's name may be at most this many characters.
 pub const TRAIT_NAME_LIMIT: usize = 100;
 

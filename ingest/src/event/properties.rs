@@ -3,16 +3,16 @@
 //! (`feature_flags`, identify's `traits`) without building them.
 
 use crate::event::fields::Field;
-use crate::event::validate::{limit_of, longer_than, present, ValidationErrors};
+use crate::event::validate::{longer_than, present, ValidationErrors};
+use rivulet_common::contract;
 use rivulet_common::event::EventType;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::fmt;
 
-/// `properties` may nest objects and arrays at most this deep: some readers of the stored
-/// JSON (Python's json module among them) cannot go much deeper.
-pub const MAX_DEPTH: usize = 32;
+// The rules are the wire contract's (`rivulet_common::contract`), which the importer
+// applies too.
+pub use rivulet_common::contract::{depth, MAX_DEPTH};
 
 /// Checks `properties` for an event of type `kind`: a string of valid JSON within the
 /// type's limit and [`MAX_DEPTH`], holding what the type requires. Problems go to
@@ -22,10 +22,7 @@ pub fn check<'a>(
     v: Option<Field<'a>>,
     errs: &mut ValidationErrors,
 ) -> Option<Cow<'a, str>> {
-    let required = matches!(
-        kind,
-        EventType::Outbound | EventType::Error | EventType::Copy
-    );
+    let required = contract::properties_required(kind);
     let text = match present(v) {
         None if required => {
             errs.field(
@@ -41,11 +38,7 @@ pub fn check<'a>(
             return None;
         }
     };
-    let max = if kind == EventType::Error {
-        crate::event::validate::ERROR_PROPERTIES_LIMIT
-    } else {
-        limit_of("properties")
-    };
+    let max = contract::properties_limit(kind);
     if longer_than(&text, max) {
         errs.field(
             "properties",
@@ -64,51 +57,7 @@ pub fn check<'a>(
         );
         return None;
     }
-    let problems = match kind {
-        EventType::Outbound => shape(
-            &text,
-            &[
-                ("url", Kind::Url),
-                ("text", Kind::Text),
-                ("target", Kind::Text),
-            ],
-        ),
-        EventType::Error => shape(
-            &text,
-            &[
-                ("message", Kind::RequiredText),
-                ("stack", Kind::Text),
-                ("fileName", Kind::Text),
-                ("lineNumber", Kind::Number),
-                ("columnNumber", Kind::Number),
-            ],
-        ),
-        EventType::Copy => shape(
-            &text,
-            &[
-                ("sourceElement", Kind::RequiredText),
-                ("text", Kind::Text),
-                ("textLength", Kind::Number),
-            ],
-        ),
-        EventType::FormSubmit => shape(
-            &text,
-            &[
-                ("formId", Kind::Text),
-                ("formName", Kind::Text),
-                ("formAction", Kind::Text),
-                ("method", Kind::Text),
-                ("fieldCount", Kind::Number),
-            ],
-        ),
-        EventType::InputChange => {
-            shape(&text, &[("element", Kind::Text), ("inputName", Kind::Text)])
-        }
-        EventType::Pageview
-        | EventType::CustomEvent
-        | EventType::Performance
-        | EventType::ButtonClick => Vec::new(),
-    };
+    let problems = contract::property_problems(kind, &text);
     if problems.is_empty() {
         return Some(text);
     }
@@ -116,72 +65,6 @@ pub fn check<'a>(
         errs.field("properties", format!("{} events: {p}", kind.as_str()));
     }
     None
-}
-
-/// How deep `json` (valid JSON) nests objects and arrays.
-pub fn depth(json: &str) -> usize {
-    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for b in json.bytes() {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
-}
-
-/// What a typed property must be.
-#[derive(Clone, Copy)]
-enum Kind {
-    Text,
-    RequiredText,
-    Number,
-    /// Required: an absolute http(s) URL.
-    Url,
-}
-
-/// The problems of an object of properties against the fields a type defines (other
-/// fields are allowed).
-fn shape(text: &str, fields: &[(&str, Kind)]) -> Vec<String> {
-    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(text) else {
-        return vec!["properties must be a JSON object".into()];
-    };
-    fields
-        .iter()
-        .filter_map(|(name, kind)| field_problem(&map, name, *kind))
-        .collect()
-}
-
-fn field_problem(map: &Map<String, Value>, name: &str, kind: Kind) -> Option<String> {
-    match (kind, map.get(name)) {
-        (Kind::RequiredText, None | Some(Value::Null)) => Some(format!("{name} is required")),
-        (Kind::Url, None | Some(Value::Null)) => Some(format!("{name} is required")),
-        (_, None | Some(Value::Null)) => None,
-        (Kind::Text | Kind::RequiredText, Some(Value::String(_))) => None,
-        (Kind::Text | Kind::RequiredText, Some(_)) => Some(format!("{name} must be a string")),
-        (Kind::Number, Some(Value::Number(_))) => None,
-        (Kind::Number, Some(_)) => Some(format!("{name} must be a number")),
-        (Kind::Url, Some(Value::String(u))) if is_web_url(u) => None,
-        (Kind::Url, Some(_)) => Some(format!("{name} must be an absolute http(s) URL")),
-    }
-}
-
-fn is_web_url(s: &str) -> bool {
-    url::Url::parse(s).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
 }
 
 /// Checks that `json` is an object of at most `max_entries` entries whose keys have at
@@ -268,10 +151,7 @@ mod tests {
     }
 
     #[test]
-    fn depth_counts_nesting_outside_strings() {
-        assert_eq!(depth("1"), 0);
-        assert_eq!(depth(r#"{"a":[1,{"b":2}]}"#), 3);
-        assert_eq!(depth(r#"{"a":"[[[[\"{{{"}"#), 1);
+    fn nesting_deeper_than_the_contract_allows_is_refused() {
         let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
         assert!(props(EventType::CustomEvent, &deep(MAX_DEPTH)).is_ok());
         let e = props(EventType::CustomEvent, &deep(MAX_DEPTH + 1)).unwrap_err();

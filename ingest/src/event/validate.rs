@@ -9,6 +9,7 @@
 use crate::event::fields::{EventFields, Field, RawJson};
 use crate::event::properties;
 use crate::event::TrackEvent;
+use rivulet_common::contract;
 use rivulet_common::event::{EventType, Vitals};
 use serde::Serialize;
 use std::borrow::Cow;
@@ -16,35 +17,12 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use uuid::Uuid;
 
-/// Maximum length in characters per string field: the tracking API's for `page_title`,
-/// `referrer`, `user_id`, `user_agent`, `event_name` and `properties`; ours for the rest.
-pub const LIMITS: &[(&str, usize)] = &[
-    ("pathname", 2048),
-    ("hostname", 253),
-    ("querystring", 2048),
-    ("page_title", 512),
-    ("referrer", 2048),
-    ("user_id", 255),
-    ("user_agent", 512),
-    ("language", 35),
-    ("event_name", 256),
-    ("properties", 2048),
-    ("anonymous_id", 255),
-    ("tag", 256),
-    ("app_version", 50),
-    ("device_model", 200),
-];
-
-/// The limit of `properties` in an `error` event, which carries a stack trace.
-pub const ERROR_PROPERTIES_LIMIT: usize = 4096;
-
-/// `feature_flags`: at most this many flags, keys and values at most this long.
-pub const MAX_FEATURE_FLAGS: usize = 100;
-pub const FEATURE_FLAG_KEY_LIMIT: usize = 100;
-pub const FEATURE_FLAG_VALUE_LIMIT: usize = 2048;
-
-/// The limit of a string field without one of its own in `LIMITS` (`ip_address`).
-const DEFAULT_LIMIT: usize = 2048;
+// The limits are the wire contract's, defined once in `rivulet_common::contract` (which
+// the importer applies too); re-exported here for ingest's tests and the fuzz targets.
+pub use rivulet_common::contract::{
+    ERROR_PROPERTIES_LIMIT, FEATURE_FLAG_KEY_LIMIT, FEATURE_FLAG_VALUE_LIMIT, LIMITS,
+    MAX_FEATURE_FLAGS,
+};
 
 pub const CUSTOM_EVENT_NEEDS_NAME: &str = "Custom events require event_name";
 pub const ERROR_EVENT_NEEDS_NAME: &str = "Error events require event_name (the error's type)";
@@ -87,7 +65,7 @@ pub fn validate_event<'a>(f: EventFields<'a>) -> Result<TrackEvent<'a>, Validati
         Some(_) => None,
     };
     if event_type.is_none() {
-        errs.field("type", TYPE_MSG);
+        errs.field("type", type_message());
     }
 
     let mut text = |name: &str, v: Option<Field<'a>>| string_field(name, v, &mut errs);
@@ -153,8 +131,14 @@ pub fn validate_event<'a>(f: EventFields<'a>) -> Result<TrackEvent<'a>, Validati
     }
 }
 
-const TYPE_MSG: &str = "type must be one of \"pageview\", \"custom_event\", \"performance\", \
-     \"outbound\", \"error\", \"button_click\", \"copy\", \"form_submit\", \"input_change\"";
+/// What `type` may be: each of the contract's event types, quoted.
+fn type_message() -> String {
+    let names: Vec<String> = contract::EVENT_TYPES
+        .iter()
+        .map(|t| format!("\"{t}\""))
+        .collect();
+    format!("type must be one of {}", names.join(", "))
+}
 
 /// A field's value, treating JSON `null` as absent.
 pub(crate) fn present(v: Option<Field<'_>>) -> Option<Field<'_>> {
@@ -163,16 +147,13 @@ pub(crate) fn present(v: Option<Field<'_>>) -> Option<Field<'_>> {
 
 /// The limit of a string field, by its JSON name.
 pub(crate) fn limit_of(name: &str) -> usize {
-    LIMITS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map_or(DEFAULT_LIMIT, |(_, m)| *m)
+    contract::limit_of(name)
 }
 
 /// True when `s` has more than `max` characters (Unicode scalar values): the limits are
 /// in characters, as the tracking API states them.
 pub(crate) fn longer_than(s: &str, max: usize) -> bool {
-    s.len() > max && s.chars().count() > max
+    contract::longer_than(s, max)
 }
 
 /// A web vital: a number ≥ 0, or null.
@@ -270,10 +251,13 @@ pub(crate) fn site_id(v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Opti
 
 fn screen(name: &str, v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<u16> {
     let v = present(v)?;
-    match v.as_f64() {
-        Some(f) if (0.0..=65535.0).contains(&f) => Some(f.round() as u16),
-        _ => {
-            errs.field(name, format!("{name} must be a number from 0 to 65535"));
+    match v.as_f64().and_then(contract::screen) {
+        Some(px) => Some(px),
+        None => {
+            errs.field(
+                name,
+                format!("{name} must be a number from 0 to {}", contract::SCREEN_MAX),
+            );
             None
         }
     }
@@ -307,77 +291,6 @@ pub fn effective_timestamp(client_ms: Option<i64>, received_ms: i64) -> i64 {
             t
         }
         _ => received_ms,
-    }
-}
-
-/// The field limits are defined once, in [`LIMITS`]; the OpenAPI document served to
-/// clients and the Node.js SDK's own check must say the same.
-#[cfg(test)]
-mod limits_agree {
-    use super::LIMITS;
-    use std::collections::BTreeMap;
-
-    fn ours() -> BTreeMap<String, u64> {
-        LIMITS
-            .iter()
-            .map(|(f, n)| (f.to_string(), *n as u64))
-            .collect()
-    }
-
-    #[test]
-    fn the_openapi_document_has_the_validators_limits() {
-        let doc: serde_json::Value =
-            serde_json::from_str(include_str!("../../openapi.json")).unwrap();
-        let props = doc["components"]["schemas"]["TrackRequest"]["properties"]
-            .as_object()
-            .expect("TrackRequest properties");
-        let documented: BTreeMap<String, u64> = props
-            .iter()
-            .filter_map(|(f, p)| Some((f.clone(), p["maxLength"].as_u64()?)))
-            .collect();
-        assert_eq!(documented, ours());
-    }
-
-    /// The fields the Node.js SDK sends and so checks itself: the tracking API's, and
-    /// the anonymous id. (The browser-only fields are the tracking script's.)
-    const SDK_FIELDS: &[&str] = &[
-        "pathname",
-        "hostname",
-        "querystring",
-        "page_title",
-        "referrer",
-        "user_id",
-        "user_agent",
-        "language",
-        "event_name",
-        "properties",
-    ];
-
-    #[test]
-    fn the_node_sdk_has_the_validators_limits() {
-        let ts = include_str!("../../../sdk/node/src/validate.ts");
-        let start = ts
-            .find("export const LIMITS = {")
-            .expect("sdk/node/src/validate.ts exports LIMITS");
-        let block = &ts[start..start + ts[start..].find("} as const").expect("end of LIMITS")];
-        let sdk: BTreeMap<String, u64> = block
-            .lines()
-            .skip(1)
-            .filter_map(|l| {
-                let (field, n) = l.trim().trim_end_matches(',').split_once(':')?;
-                Some((field.trim().to_string(), n.trim().parse().ok()?))
-            })
-            .collect();
-        let ours = ours();
-        for (field, limit) in &sdk {
-            assert_eq!(ours.get(field), Some(limit), "the SDK's limit of {field}");
-        }
-        for field in SDK_FIELDS {
-            assert!(
-                sdk.contains_key(*field),
-                "the SDK checks no limit of {field}"
-            );
-        }
     }
 }
 
@@ -484,6 +397,19 @@ mod tests {
         ] {
             assert!(e.field_errors.contains_key(f), "{f}");
         }
+    }
+
+    #[test]
+    fn the_type_error_lists_the_contracts_types() {
+        let e = check(json!({"site_id": 1, "type": "click"})).unwrap_err();
+        assert_eq!(
+            e.field_errors["type"],
+            [
+                "type must be one of \"pageview\", \"custom_event\", \"performance\", \
+              \"outbound\", \"error\", \"button_click\", \"copy\", \"form_submit\", \
+              \"input_change\""
+            ]
+        );
     }
 
     #[test]
