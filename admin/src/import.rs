@@ -204,8 +204,12 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
         Box::new(std::io::BufReader::with_capacity(1 << 20, file))
     };
     let total_bytes = std::fs::metadata(&req.input).map(|m| m.len()).unwrap_or(0);
-    let mut reader =
-        Reader::new(req.format, input).map_err(|e| AdminError::Usage(e.to_string()))?;
+    let now_ms = rivulet_common::privacy::now_ms() as i64;
+    // Events may lie at most a day after this import's start (and none before 2000):
+    // any other time is skipped, never stored clamped or wrapped.
+    let mut reader = Reader::new(req.format, input)
+        .map_err(|e| AdminError::Usage(e.to_string()))?
+        .with_now(now_ms);
 
     let state = state_path(&req);
     let this = Progress {
@@ -266,7 +270,6 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
 
     let started = Instant::now();
     let progress_shown = std::io::stderr().is_terminal();
-    let now_ms = rivulet_common::privacy::now_ms() as i64;
     let mut tally = Tally::default();
     let mut printed = 0u64;
     let mut done = skip_first;
@@ -394,8 +397,8 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
         "skipped": tally.skipped,
         "skipped_as_erased": tally.erased,
         "resumed_after": skip_first,
-        "from": tally.first_ms.map(|ms| crate::export::rfc3339((ms / 1000) as u32)),
-        "to": tally.last_ms.map(|ms| crate::export::rfc3339((ms / 1000) as u32)),
+        "from": tally.first_ms.and_then(summary_time),
+        "to": tally.last_ms.and_then(summary_time),
         "seconds": (seconds * 10.0).round() / 10.0,
         "events_per_second": (tally.imported as f64 / seconds.max(0.001)).round(),
         "topic": topic,
@@ -409,6 +412,15 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
         let _ = std::fs::remove_file(path);
     }
     Ok(summary)
+}
+
+/// An event's time in the summary: RFC 3339, to the second (rounded down). `None` for a
+/// time RFC 3339 cannot write, rather than another one: the summary never shows a date
+/// wrapped or clamped (the reader lets none through, and this does not rely on it).
+fn summary_time(ms: i64) -> Option<String> {
+    let t = time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000)).ok()?;
+    t.format(&time::format_description::well_known::Rfc3339)
+        .ok()
 }
 
 fn this_progress(p: &Progress) -> Progress {
@@ -429,5 +441,92 @@ fn report(e: &RowError, printed: &mut u64) {
         eprintln!("import: skipped {e}");
     } else if *printed == PRINT_AT_MOST + 1 {
         eprintln!("import: more records skipped; the summary counts them by reason");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_writes_times_as_they_are_never_wrapped() {
+        let at = |s: &str| {
+            time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+                .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
+                .unwrap()
+        };
+        for s in [
+            "2026-11-25T10:00:00Z",
+            "2000-01-01T00:00:00Z",
+            "1969-12-31T23:59:59Z",
+            "2106-02-07T06:28:16Z",
+            "9999-12-31T23:59:59Z",
+            "0000-01-01T00:00:00Z",
+        ] {
+            assert_eq!(summary_time(at(s)).as_deref(), Some(s));
+        }
+        // Milliseconds round down, before 1970 too.
+        assert_eq!(summary_time(-1).as_deref(), Some("1969-12-31T23:59:59Z"));
+        // Beyond what RFC 3339 can write: no date rather than a wrong one.
+        assert_eq!(summary_time(i64::MAX), None);
+        assert_eq!(summary_time(i64::MIN), None);
+    }
+
+    /// What the importer sends is what the reader kept: an event of year 9999, 2106, 1969
+    /// or 0000 never becomes a raw event, so nothing can store it wrapped.
+    #[test]
+    fn events_outside_the_times_never_become_raw_events() {
+        let now = 1_795_600_800_000; // 2026-11-25T10:00:00Z
+        let file: String = [
+            ("1", "2026-11-25T09:00:00Z"),
+            ("2", "9999-12-31T23:59:59Z"),
+            ("3", "2106-02-07T06:28:16Z"),
+            ("4", "1969-12-31T23:59:59Z"),
+            ("5", "0000-01-01T00:00:00Z"),
+        ]
+        .iter()
+        .map(|(n, ts)| {
+            format!(
+                "{{\"event_id\":\"0190a5a8-7c3e-7000-8000-00000000000{n}\",\"timestamp\":\"{ts}\",\"type\":\"pageview\"}}\n"
+            )
+        })
+        .collect();
+        let reader = Reader::new(Format::Rivulet, file.as_bytes())
+            .unwrap()
+            .with_now(now);
+        let (events, skipped): (Vec<_>, Vec<_>) = reader.partition(Result::is_ok);
+        let skipped: Vec<(u64, SkipKind)> = skipped
+            .into_iter()
+            .map(|e| e.map(drop).unwrap_err())
+            .map(|e| (e.line, e.kind))
+            .collect();
+        assert_eq!(
+            skipped,
+            [2, 3, 4, 5].map(|line| (line, SkipKind::BadTimestamp))
+        );
+        let raw: Vec<RawEvent> = events
+            .into_iter()
+            .map(|ev| raw_event(7, Format::Rivulet, ev.unwrap(), now))
+            .collect();
+        assert_eq!(raw.len(), 1);
+        assert_eq!(raw[0].timestamp, now - 3_600_000);
+    }
+
+    /// The preset's channels are the enricher's: an exported channel imports again.
+    #[test]
+    fn the_contracts_channels_are_the_enrichers() {
+        use rivulet_enricher::channel::Channel::*;
+        let enricher = [
+            Direct,
+            OrganicSearch,
+            PaidSearch,
+            OrganicSocial,
+            PaidSocial,
+            Email,
+            Referral,
+            Internal,
+        ]
+        .map(|c| c.as_str());
+        assert_eq!(enricher, rivulet_common::contract::CHANNELS);
     }
 }

@@ -7,18 +7,23 @@
 //! panics, whatever the bytes.
 //!
 //! The formats (each one's columns and every mapping are in `docs/import.md`):
-//! - [`Format::Rivulet`]: Rivulet's own NDJSON export, one event a line; fields map 1:1
-//!   and every enriched column goes to [`Preset`], so that export → import gives the same
-//!   rows.
+//! - [`Format::Rivulet`]: Rivulet's own export, NDJSON (one event a line) or CSV (told
+//!   apart by the first non-blank byte: `{` or a header's name); fields map 1:1 and every
+//!   enriched column goes to [`Preset`], so that export → import gives the same rows.
 //! - [`Format::Umami`]: the CSV of Umami's `website_event` rows (Umami Cloud's data
 //!   export and its documented import format), header-driven.
 //! - [`Format::Posthog`]: PostHog's events as JSON lines (batch exports to S3) or CSV
 //!   (the UI's export and the SQL editor's), detected from the first non-blank byte.
 //!
-//! What a reader checks, for every format: the track API's field limits (counted in
-//! characters, as ingest counts them), the event types and what each requires, that
-//! `properties` is JSON and that an IP address is one. A record that breaks a rule is a
-//! [`RowError`] naming the field; no value is ever cut short.
+//! What a reader checks, for every format, with the wire contract's rules
+//! (`rivulet_common::contract`, which ingest validates with): the field limits (counted
+//! in characters), the event types and what each requires of `properties`, that
+//! `properties` is JSON nested at most 32 deep, feature flags, web vitals, screen sizes
+//! and IP addresses; and what only an import carries: a time from 2000-01-01 to a day
+//! after the import started, and preset values of the enricher's shapes (`device_type`
+//! one of its classes, `country` an ISO 3166-1 alpha-2 code, …, each of bounded length).
+//! A record that breaks a rule is a [`RowError`] naming the field; no value is ever cut
+//! short, clamped or wrapped.
 //!
 //! ```
 //! use rivulet_import::{Format, Reader};
@@ -52,23 +57,14 @@ use input::Input;
 /// held it in memory.
 pub const MAX_RECORD_BYTES: usize = 16 * 1024 * 1024;
 
-/// The event types of the track API (contracts §1); [`ImportedEvent::event_type`] is one.
-pub const EVENT_TYPES: &[&str] = &[
-    "pageview",
-    "custom_event",
-    "performance",
-    "outbound",
-    "error",
-    "button_click",
-    "copy",
-    "form_submit",
-    "input_change",
-];
+/// The event types of the track API (the wire contract's, `rivulet_common::contract`);
+/// [`ImportedEvent::event_type`] is one.
+pub use rivulet_common::contract::EVENT_TYPES;
 
 /// The format of an import file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
-    /// Rivulet's NDJSON export (contracts §3).
+    /// Rivulet's export, NDJSON or CSV.
     Rivulet,
     /// Umami's CSV of `website_event` rows.
     Umami,
@@ -122,7 +118,8 @@ pub struct ImportedEvent {
     /// posthog: `uuid`). The importer derives Rivulet's event_id from (format,
     /// source_id), so a re-import stores each event once.
     pub source_id: String,
-    /// When the event happened, epoch milliseconds (UTC); any age, so it may be negative.
+    /// When the event happened, epoch milliseconds (UTC): from 2000-01-01 to a day after
+    /// the import started.
     pub timestamp_ms: i64,
     /// One of [`EVENT_TYPES`].
     pub event_type: String,
@@ -303,11 +300,14 @@ pub struct Reader<R: BufRead> {
     input: Input<R>,
     parser: Parser,
     record: csv::Record,
+    /// When the import started, epoch ms: an event may lie at most a day after it.
+    now_ms: i64,
     done: bool,
 }
 
 enum Parser {
     Rivulet,
+    RivuletCsv(Box<rivulet::CsvColumns>),
     Umami(Box<umami::Columns>),
     PosthogJsonl,
     PosthogCsv(Box<posthog::CsvColumns>),
@@ -321,10 +321,16 @@ impl<R: BufRead> Reader<R> {
         let mut input = Input::new(input);
         let mut record = csv::Record::default();
         let parser = match format {
-            Format::Rivulet => {
-                input.skip_bom()?;
-                Parser::Rivulet
-            }
+            // A JSON line starts with `{`; a CSV header with a column's name, a letter,
+            // or a quote. Anything else is read as lines, each reported if it is not an
+            // event.
+            Format::Rivulet => match input.first_non_blank()? {
+                Some(b) if b.is_ascii_alphabetic() || b == b'"' => {
+                    let header = read_header(&mut input, &mut record, format)?;
+                    Parser::RivuletCsv(Box::new(rivulet::CsvColumns::new(&header)?))
+                }
+                _ => Parser::Rivulet,
+            },
             Format::Umami => {
                 input.skip_bom()?;
                 let header = read_header(&mut input, &mut record, format)?;
@@ -344,20 +350,30 @@ impl<R: BufRead> Reader<R> {
             input,
             parser,
             record,
+            now_ms: now_ms(),
             done: false,
         })
+    }
+
+    /// Reads as if the import started at `now_ms` (epoch ms) rather than when
+    /// [`Reader::new`] was called: the latest time an event may have is a day after it.
+    pub fn with_now(mut self, now_ms: i64) -> Self {
+        self.now_ms = now_ms;
+        self
     }
 
     pub fn format(&self) -> Format {
         self.format
     }
 
-    /// How the file is read, for the importer's messages: `rivulet NDJSON`, `umami CSV`,
+    /// How the file is read, for the importer's messages: `rivulet NDJSON`, `rivulet
+    /// CSV`, `umami CSV`,
     /// `posthog JSON lines`, `posthog CSV (properties column)` or `posthog CSV
     /// (properties.* columns)`.
     pub fn shape(&self) -> &'static str {
         match &self.parser {
             Parser::Rivulet => "rivulet NDJSON",
+            Parser::RivuletCsv(_) => "rivulet CSV",
             Parser::Umami(_) => "umami CSV",
             Parser::PosthogJsonl => "posthog JSON lines",
             Parser::PosthogCsv(c) => c.shape(),
@@ -387,7 +403,8 @@ impl<R: BufRead> Reader<R> {
             if bytes.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            return Some(parse(bytes, line).and_then(|ev| limits::finish(ev, line)));
+            let now_ms = self.now_ms;
+            return Some(parse(bytes, line).and_then(|ev| limits::finish(ev, line, now_ms)));
         }
     }
 
@@ -397,11 +414,12 @@ impl<R: BufRead> Reader<R> {
             Err(e) => return Some(Err(self.input_error(e))),
         };
         let result = match &self.parser {
+            Parser::RivuletCsv(columns) => columns.event(&self.record, line),
             Parser::Umami(columns) => columns.event(&self.record, line),
             Parser::PosthogCsv(columns) => columns.event(&self.record, line),
             Parser::Rivulet | Parser::PosthogJsonl => unreachable_parser(line),
         };
-        Some(result.and_then(|ev| limits::finish(ev, line)))
+        Some(result.and_then(|ev| limits::finish(ev, line, self.now_ms)))
     }
 
     fn input_error(&mut self, e: input::InputError) -> RowError {
@@ -448,7 +466,7 @@ impl<R: BufRead> Iterator for Reader<R> {
         let item = match self.parser {
             Parser::Rivulet => self.next_jsonl(rivulet::parse),
             Parser::PosthogJsonl => self.next_jsonl(posthog::parse_jsonl),
-            Parser::Umami(_) | Parser::PosthogCsv(_) => self.next_csv(),
+            Parser::RivuletCsv(_) | Parser::Umami(_) | Parser::PosthogCsv(_) => self.next_csv(),
         };
         if item.is_none() {
             self.done = true;
@@ -458,6 +476,13 @@ impl<R: BufRead> Iterator for Reader<R> {
 }
 
 impl<R: BufRead> std::iter::FusedIterator for Reader<R> {}
+
+/// The time now, epoch ms.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
 
 /// Reads the header record: the column names, trimmed.
 fn read_header<R: BufRead>(

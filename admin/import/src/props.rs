@@ -78,18 +78,19 @@ pub(crate) fn flag(p: &Props, key: &str) -> Option<bool> {
     }
 }
 
-/// A screen dimension: a number, rounded as the track API rounds, within 0–65535.
+/// A screen dimension as the track API takes it: a number within 0–65535 (before
+/// rounding), rounded.
 pub(crate) fn dimension(name: &str, v: Option<f64>) -> Result<Option<u16>, String> {
     match v {
         None => Ok(None),
-        Some(v) => {
-            let r = v.round();
-            if (0.0..=65535.0).contains(&r) {
-                Ok(Some(r as u16))
-            } else {
-                Err(format!("{name} is {v}, outside 0–65535"))
-            }
-        }
+        Some(v) => rivulet_common::contract::screen(v)
+            .map(Some)
+            .ok_or_else(|| {
+                format!(
+                    "{name} is {v}, outside 0–{}",
+                    rivulet_common::contract::SCREEN_MAX
+                )
+            }),
     }
 }
 

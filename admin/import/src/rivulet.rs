@@ -1,4 +1,4 @@
-//! `rivulet`: Rivulet's own NDJSON export (contracts §3), one event a line.
+//! `rivulet`: Rivulet's own export, NDJSON (one event a line) or CSV.
 //!
 //! Fields map 1:1 (the JSON names of the track API: `type`, `screenWidth`, …; `ip` or
 //! `ip_address`); every enriched column goes to [`Preset`]. Empty strings are absent
@@ -9,6 +9,13 @@
 //! `user_id` is the stored user id: the caller's own, or the enricher's 32-hex visitor
 //! id; the export cannot tell them apart. It is kept in `user_id`, and also in
 //! [`Preset::visitor_id`] when it has a visitor id's shape.
+//!
+//! The CSV export has the NDJSON line's fields as columns, under a header line. Its text
+//! cells are neutralised against formula injection (`admin/src/export.rs`): one that
+//! starts with `=`, `+`, `-`, `@`, a tab, a carriage return or `'` has a `'` put before
+//! it. [`CsvColumns`] takes exactly one leading `'` off each text cell and reads the row
+//! as the NDJSON line it stands for, so that both exports of the same rows import as the
+//! same events.
 
 use std::fmt;
 
@@ -16,8 +23,9 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::csv::Record;
 use crate::props::{json_error, json_kind};
-use crate::{ImportedEvent, Preset, RowError, SkipKind};
+use crate::{Format, HeaderError, ImportedEvent, Preset, RowError, SkipKind};
 
 #[derive(Deserialize)]
 struct Line {
@@ -322,4 +330,98 @@ pub(crate) fn parse(bytes: &[u8], line: u64) -> Result<ImportedEvent, RowError> 
             received_at_ms,
         },
     })
+}
+
+/// The columns of Rivulet's CSV export, by name, in the header's order.
+pub(crate) struct CsvColumns {
+    names: Vec<String>,
+}
+
+/// What a header must name; the other columns are optional, as the NDJSON line's fields.
+const REQUIRED_COLUMNS: [&str; 3] = ["event_id", "timestamp", "type"];
+
+/// Columns that hold numbers in the export (written unquoted, never neutralised); every
+/// other column is text.
+const CSV_NUMBER_COLUMNS: &[&str] = &[
+    "site_id",
+    "screenWidth",
+    "screenHeight",
+    "lcp",
+    "cls",
+    "inp",
+    "fcp",
+    "ttfb",
+    "lat",
+    "lon",
+    "is_bot",
+];
+
+impl CsvColumns {
+    pub(crate) fn new(header: &[String]) -> Result<Self, HeaderError> {
+        for column in REQUIRED_COLUMNS {
+            if !header.iter().any(|h| h == column) {
+                return Err(HeaderError::MissingColumn {
+                    format: Format::Rivulet,
+                    column,
+                    hint: ": a Rivulet CSV export starts with its header line \
+                           (`event_id,site_id,timestamp,…`), and an NDJSON export has one \
+                           JSON object a line",
+                });
+            }
+        }
+        if let Some((i, twice)) = header
+            .iter()
+            .enumerate()
+            .find(|(i, h)| !h.is_empty() && header[..*i].contains(h))
+        {
+            return Err(HeaderError::WrongFile(format!(
+                "the rivulet CSV header names `{twice}` twice (column {}): an export writes \
+                 each column once",
+                i + 1
+            )));
+        }
+        Ok(CsvColumns {
+            names: header.to_vec(),
+        })
+    }
+
+    /// The event of one row: the NDJSON line it stands for, read as a line is.
+    pub(crate) fn event(&self, record: &Record, line: u64) -> Result<ImportedEvent, RowError> {
+        let err = |kind, message: String| RowError::new(line, kind, message);
+        if record.len() != self.names.len() {
+            return Err(err(
+                SkipKind::Malformed,
+                format!(
+                    "the row has {} fields where the header has {} (a missing comma, or an unquoted comma or line break?)",
+                    record.len(),
+                    self.names.len()
+                ),
+            ));
+        }
+        let fields = record.fields().map_err(|m| err(SkipKind::Malformed, m))?;
+        let mut object = serde_json::Map::with_capacity(fields.len());
+        for (name, cell) in self.names.iter().zip(fields) {
+            // An empty cell is an absent value, as an empty string or null in a line.
+            if name.is_empty() || cell.is_empty() {
+                continue;
+            }
+            let value = if CSV_NUMBER_COLUMNS.contains(&name.as_str()) {
+                // Not a number: kept as text, which the line's reader reports by name.
+                serde_json::from_str::<serde_json::Number>(cell)
+                    .map_or_else(|_| Value::String(cell.to_owned()), Value::Number)
+            } else {
+                Value::String(unneutralise(cell).to_owned())
+            };
+            object.insert(name.clone(), value);
+        }
+        let line_bytes = serde_json::to_vec(&Value::Object(object)).expect("a map is JSON");
+        parse(&line_bytes, line)
+    }
+}
+
+/// A text cell of the CSV export as it was before the export neutralised it: without
+/// one leading `'` (the export puts one before every text cell that starts with `=`,
+/// `+`, `-`, `@`, a tab, a carriage return, or `'` itself).
+pub(crate) fn unneutralise(cell: &str) -> &str {
+    cell.strip_prefix('\'').unwrap_or(cell)
 }

@@ -157,6 +157,45 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// Epoch milliseconds as an RFC 3339 UTC time, for messages: any year (a negative one
+/// with its sign), milliseconds only when there are some.
+pub(crate) fn format_ms(ms: i64) -> String {
+    let (secs, millis) = (ms.div_euclid(1000), ms.rem_euclid(1000));
+    let (days, s) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    let year = if year < 0 {
+        format!("-{:04}", -year)
+    } else {
+        format!("{year:04}")
+    };
+    let fraction = if millis == 0 {
+        String::new()
+    } else {
+        format!(".{millis:03}")
+    };
+    format!(
+        "{year}-{month:02}-{day:02}T{:02}:{:02}:{:02}{fraction}Z",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day since 1970-01-01 (the inverse of
+/// [`days_from_civil`], Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,9 +281,28 @@ mod tests {
             for month in 1..=12 {
                 for day in 1..=days_in_month(year, month) {
                     assert_eq!(days_from_civil(year, month, day), days);
+                    assert_eq!(civil_from_days(days), (year, month, day));
                     days += 1;
                 }
             }
         }
+    }
+
+    #[test]
+    fn times_are_written_back_as_read() {
+        for s in [
+            "2026-11-25T10:00:00Z",
+            "2026-11-25T10:00:00.500Z",
+            "1969-12-31T23:59:59.999Z",
+            "0000-01-01T00:00:00Z",
+            "9999-12-31T23:59:59Z",
+            "2106-02-07T06:28:16Z",
+        ] {
+            assert_eq!(format_ms(parse(s).unwrap()), s);
+        }
+        assert_eq!(
+            format_ms(parse("0000-01-01T00:00:00Z").unwrap() - 1000),
+            "-0001-12-31T23:59:59Z"
+        );
     }
 }

@@ -47,13 +47,6 @@ pub(crate) fn split(url: &str) -> Option<Parts<'_>> {
     })
 }
 
-/// An absolute `http` or `https` URL with a host (the track API's rule for an outbound
-/// link's `url`).
-pub(crate) fn is_absolute_http(url: &str) -> bool {
-    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
-    (lower.starts_with("http://") || lower.starts_with("https://")) && split(url).is_some()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,15 +78,5 @@ mod tests {
         assert_eq!(split("https:///path"), None);
         assert_eq!(split("://example.com"), None);
         assert_eq!(split("ht tp://example.com"), None);
-    }
-
-    #[test]
-    fn absolute_http() {
-        assert!(is_absolute_http("https://example.com/x"));
-        assert!(is_absolute_http("HTTP://example.com"));
-        assert!(!is_absolute_http("ftp://example.com"));
-        assert!(!is_absolute_http("https://"));
-        assert!(!is_absolute_http("example.com"));
-        assert!(!is_absolute_http("é"));
     }
 }
