@@ -8,12 +8,22 @@
 //! An NDJSON line is the tracking API's shape with `event_id`, `timestamp` and the
 //! enriched columns (`rivulet-admin import --format rivulet` reads it back), plus
 //! `person_id`: the user an anonymous id belongs to after identify, else `user_id`.
+//!
+//! CSV has the same columns under a header line. It is the one CSV writer of Rivulet
+//! (the CLI, the dashboard's downloads, the admin API and a person's export all come
+//! here), and it neutralises text cells against formula injection, as OWASP recommends:
+//! a text cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage return, which a
+//! spreadsheet would run as a formula, is written with a `'` before it; so is one that
+//! starts with `'`, so that taking one leading `'` off every text cell gives the value
+//! back exactly (`rivulet-admin import --format rivulet` does). Numbers are written as
+//! numbers, a negative one too.
 
 use crate::error::AdminError;
 use clickhouse::Row;
 use rivulet_common::ch::Db;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::future::Future;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -300,6 +310,8 @@ impl ExportRow {
         serde_json::to_value(self.line()).expect("a line is JSON")
     }
 
+    /// The CSV record: text neutralised and quoted as it must be, numbers as they are,
+    /// an absent value (a vital not measured) empty.
     fn csv_record(&self) -> String {
         let Value::Object(map) = self.to_json() else {
             unreachable!("an object")
@@ -307,12 +319,24 @@ impl ExportRow {
         FIELDS
             .iter()
             .map(|f| match &map[*f] {
-                Value::String(s) => csv_field(s),
+                Value::String(s) => csv_field(&neutralise(s)),
                 Value::Null => String::new(),
                 other => other.to_string(),
             })
             .collect::<Vec<_>>()
             .join(",")
+    }
+}
+
+/// A text cell that a spreadsheet would take for a formula (it starts with `=`, `+`, `-`,
+/// `@`, a tab or a carriage return: OWASP's list), or that starts with `'`, with a `'`
+/// before it. The second rule makes the first reversible: a reader takes exactly one
+/// leading `'` off every text cell. Only text goes through here; numbers stay numbers.
+fn neutralise(s: &str) -> Cow<'_, str> {
+    if s.starts_with(['=', '+', '-', '@', '\t', '\r', '\'']) {
+        Cow::Owned(format!("'{s}"))
+    } else {
+        Cow::Borrowed(s)
     }
 }
 
@@ -323,6 +347,26 @@ fn csv_field(s: &str) -> String {
     } else {
         s.to_string()
     }
+}
+
+/// What an export starts with: CSV's header line; nothing for NDJSON.
+fn write_header(format: Format, buf: &mut Vec<u8>) {
+    if format == Format::Csv {
+        buf.extend_from_slice(FIELDS.join(",").as_bytes());
+        buf.push(b'\n');
+    }
+}
+
+/// One event: an NDJSON line, or a CSV record.
+fn write_row(format: Format, row: &ExportRow, buf: &mut Vec<u8>) -> Result<(), AdminError> {
+    match format {
+        Format::Ndjson => {
+            serde_json::to_writer(&mut *buf, &row.line()).map_err(|e| io(e.into()))?;
+        }
+        Format::Csv => buf.extend_from_slice(row.csv_record().as_bytes()),
+    }
+    buf.push(b'\n');
+    Ok(())
 }
 
 /// The rows' filter, and its binds after the site's: the person, the time range.
@@ -347,12 +391,13 @@ fn filter(req: &Request) -> (String, Vec<String>) {
 
 /// The export's query: `events` (each event once, `FINAL`) with each anonymous id's owner.
 /// `GLOBAL`: on a cluster the owners are read once, on the server asked, and sent to the
-/// shards (each shard would otherwise look for `person_aliases` in its default database).
+/// shards (each shard would otherwise look for `person_claims` in its default database).
+/// An anonymous id's owner is the user of its strongest claim (`people::claim_rank`).
 fn sql(cond: &str, what: &str) -> String {
     format!(
         "SELECT {what} FROM events AS e FINAL GLOBAL ANY LEFT JOIN \
-         (SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
-          FROM person_aliases WHERE site_id = ? GROUP BY anonymous_id) AS a USING anonymous_id \
+         (SELECT anonymous_id, argMax(user_id, (rank, user_id)) AS owner \
+          FROM person_claims WHERE site_id = ? GROUP BY anonymous_id) AS a USING anonymous_id \
          WHERE {cond}"
     )
 }
@@ -393,18 +438,10 @@ pub async fn export<S: Sink + Send>(
         .fetch::<ExportRow>()
         .map_err(ch)?;
     let mut buf = Vec::with_capacity(CHUNK_BYTES + 4096);
-    if req.format == Format::Csv {
-        writeln!(buf, "{}", FIELDS.join(",")).map_err(io)?;
-    }
+    write_header(req.format, &mut buf);
     let (mut n, mut shown) = (0u64, Instant::now());
     while let Some(row) = cursor.next().await.map_err(ch)? {
-        match req.format {
-            Format::Ndjson => {
-                serde_json::to_writer(&mut buf, &row.line()).map_err(|e| io(e.into()))?;
-                buf.push(b'\n');
-            }
-            Format::Csv => writeln!(buf, "{}", row.csv_record()).map_err(io)?,
-        }
+        write_row(req.format, &row, &mut buf)?;
         n += 1;
         if buf.len() >= CHUNK_BYTES {
             let chunk = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK_BYTES + 4096));
@@ -445,6 +482,150 @@ mod tests {
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
+    }
+
+    #[test]
+    fn text_cells_a_spreadsheet_would_run_are_neutralised() {
+        for trigger in ["=", "+", "-", "@", "\t", "\r"] {
+            let cell = format!("{trigger}SUM(A1:A9)");
+            assert_eq!(neutralise(&cell), format!("'{cell}"), "{trigger:?}");
+        }
+        // A leading quote is doubled, so that one taken off gives the text back.
+        assert_eq!(neutralise("'quoted"), "''quoted");
+        assert_eq!(neutralise("''"), "'''");
+        // Anything else is as it was, a trigger that does not lead too.
+        for plain in ["", "plain", "a=b", "1-2", " =x", "\n=x", "é=", "/-/"] {
+            assert!(matches!(neutralise(plain), Cow::Borrowed(_)), "{plain:?}");
+            assert_eq!(neutralise(plain), plain);
+        }
+        // Then quoted as RFC 4180 wants: a CR forces quotes, a tab does not.
+        assert_eq!(csv_field(&neutralise("\rline")), "\"'\rline\"");
+        assert_eq!(csv_field(&neutralise("\tx")), "'\tx");
+        assert_eq!(csv_field(&neutralise("=a,\"b\"")), "\"'=a,\"\"b\"\"\"");
+    }
+
+    /// A row of `events`, from JSON text (see the header test for why text).
+    fn row(fields: serde_json::Value) -> ExportRow {
+        let mut base = serde_json::json!({
+            "event_id": "0190d6a0-0000-7000-8000-000000000001", "site_id": 1,
+            "timestamp": 1_795_597_200u32, "received_at": 1_795_597_201u32, "type": "pageview",
+            "event_name": "", "properties": "", "hostname": "", "pathname": "/", "querystring": "",
+            "page_title": "", "referrer": "", "channel": "", "user_id": "", "session_id": "",
+            "language": "", "screen_width": 0, "screen_height": 0, "country": "", "region": "",
+            "city": "", "lat": 0.0, "lon": 0.0, "browser": "", "browser_version": "",
+            "operating_system": "", "operating_system_version": "", "device_type": "",
+            "is_bot": 0, "ip": "", "anonymous_id": "", "tag": "", "app_version": "",
+            "device_model": "", "feature_flags": "", "lcp": null, "cls": null, "inp": null,
+            "fcp": null, "ttfb": null, "person_id": ""
+        });
+        base.as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        serde_json::from_str(&base.to_string()).unwrap()
+    }
+
+    #[test]
+    fn numbers_are_written_as_numbers_negative_ones_too() {
+        let r = row(
+            serde_json::json!({"lat": -33.8688, "lon": -151.2093, "screen_width": 390,
+            "lcp": 1234.5, "pathname": "-1"}),
+        );
+        let record = r.csv_record();
+        assert!(record.contains(",-33.8688,-151.2093,"), "{record}");
+        assert!(record.contains(",390,"), "{record}");
+        assert!(record.contains(",1234.5,"), "{record}");
+        // The same digits as text are text, and neutralised.
+        assert!(record.contains(",'-1,"), "{record}");
+    }
+
+    /// Export as CSV → import gives the same events as export as NDJSON → import, for
+    /// values that need neutralising, quoting, or both.
+    #[test]
+    fn a_csv_export_imports_as_its_ndjson_does() {
+        use serde_json::json;
+        let rows = [
+            row(json!({
+                "event_id": "0190d6a0-0000-7000-8000-000000000001", "type": "custom_event",
+                "event_name": "=HYPERLINK(\"https://evil.example\",\"x\")",
+                "properties": "{\"plan\":\"pro\",\"n\":-1}", "hostname": "shop.example.com",
+                "pathname": "-/", "querystring": "?q=\"a,b\"", "page_title": "+1 offer",
+                "referrer": "@home", "channel": "Direct", "user_id": "=cmd|' /C calc'!A0",
+                "session_id": "+session", "language": "'en", "screen_width": 1920,
+                "screen_height": 1080, "country": "AU", "region": "AU-NSW", "city": "-Sydney",
+                "lat": -33.8688, "lon": 151.2093, "browser": "@Chrome", "browser_version": "120",
+                "operating_system": "=Windows", "operating_system_version": "10",
+                "device_type": "Desktop", "anonymous_id": "''anon", "tag": "\ttab",
+                "app_version": "\rv1", "device_model": "'", "feature_flags": "{\"beta\":\"on\"}",
+                "lcp": 1234.5, "cls": 0.1, "person_id": "=cmd"
+            })),
+            row(json!({
+                "event_id": "0190d6a0-0000-7000-8000-000000000002", "type": "error",
+                "event_name": "TypeError", "lat": -0.5, "lon": -0.25,
+                "properties": "{\"message\":\"-1 is not a function\",\"stack\":\"at a\\nat b\"}",
+                "page_title": "two\nlines, \"quoted\"", "is_bot": 1, "device_type": "Bot"
+            })),
+            row(json!({
+                "event_id": "0190d6a0-0000-7000-8000-000000000003", "type": "outbound",
+                "properties": "{\"url\":\"https://other.example/\"}", "pathname": "",
+                "timestamp": 946_684_800u32
+            })),
+        ];
+        let (mut ndjson, mut csv) = (Vec::new(), Vec::new());
+        write_header(Format::Ndjson, &mut ndjson);
+        write_header(Format::Csv, &mut csv);
+        for r in &rows {
+            write_row(Format::Ndjson, r, &mut ndjson).unwrap();
+            write_row(Format::Csv, r, &mut csv).unwrap();
+        }
+        let text = String::from_utf8(csv.clone()).unwrap();
+        for neutralised in [
+            ",\"'=HYPERLINK(\"\"https://evil.example\"\",\"\"x\"\")\",",
+            ",'-/,",
+            ",'+1 offer,",
+            ",'@home,",
+            ",'''anon,",
+            ",'\ttab,",
+            ",\"'\rv1\",",
+            ",'',",
+            ",-33.8688,151.2093,",
+        ] {
+            assert!(text.contains(neutralised), "{neutralised:?} in {text}");
+        }
+
+        let now = 1_795_600_800_000;
+        let read = |bytes: &[u8]| -> Vec<rivulet_import::ImportedEvent> {
+            rivulet_import::Reader::new(rivulet_import::Format::Rivulet, bytes)
+                .unwrap()
+                .with_now(now)
+                .map(|r| r.unwrap())
+                .collect()
+        };
+        let from_ndjson = read(&ndjson);
+        let from_csv = read(&csv);
+        assert_eq!(from_ndjson.len(), rows.len());
+        assert_eq!(from_csv, from_ndjson);
+        // And the values are the stored ones, not the neutralised text.
+        assert_eq!(
+            from_csv[0].event_name.as_deref(),
+            Some("=HYPERLINK(\"https://evil.example\",\"x\")")
+        );
+        assert_eq!(from_csv[0].anonymous_id.as_deref(), Some("''anon"));
+        assert_eq!(from_csv[0].device_model.as_deref(), Some("'"));
+        assert_eq!(from_csv[0].preset.lat, Some(-33.8688));
+        assert_eq!(
+            from_csv[1].page_title.as_deref(),
+            Some("two\nlines, \"quoted\"")
+        );
+        // As raw events, too: what the importer sends.
+        let raw = |evs: Vec<rivulet_import::ImportedEvent>| -> Vec<String> {
+            evs.into_iter()
+                .map(|ev| {
+                    let raw = crate::import::raw_event(2, rivulet_import::Format::Rivulet, ev, now);
+                    serde_json::to_string(&raw).unwrap()
+                })
+                .collect()
+        };
+        assert_eq!(raw(from_csv), raw(from_ndjson));
     }
 
     #[test]
