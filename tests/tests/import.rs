@@ -3,8 +3,8 @@
 //! rows are read back from ClickHouse.
 //!
 //! - the example files of every format (testdata/import): the rows, their types and
-//!   timestamps of any age; geography from an IP and the device from a user agent when
-//!   the source has them, the source's own values otherwise;
+//!   their own (past) timestamps; geography from an IP and the device from a user agent
+//!   when the source has them, the source's own values otherwise;
 //! - a file imported twice: every event stored once;
 //! - an import killed mid-way and run again: it resumes from its state file, and every
 //!   event is there, once;
@@ -791,6 +791,10 @@ async fn live_events(site: u32, key: &str) -> Vec<String> {
         json!({"type": "copy", "properties": "{\"sourceElement\":\"p\",\"textLength\":12}"}),
         json!({"type": "form_submit", "properties": "{\"formId\":\"signup\",\"fieldCount\":3}"}),
         json!({"type": "input_change", "properties": "{\"element\":\"input\",\"inputName\":\"email\"}"}),
+        // Text a spreadsheet would run: the CSV export neutralises it, the import undoes that.
+        json!({"type": "custom_event", "event_name": "=HYPERLINK(\"https://evil.example\",\"x\")",
+            "page_title": "-1 offer", "tag": "@team", "user_id": "+u", "anonymous_id": "'quoted",
+            "pathname": "/f"}),
     ];
     let mut ids = Vec::new();
     for (i, fields) in events.iter().enumerate() {
@@ -882,6 +886,50 @@ async fn an_export_imported_into_another_site_gives_the_same_rows() {
     );
     let signup = &a[&id(&live[1])];
     assert_eq!(signup.feature_flags, r#"{"new-checkout":"variant-b"}"#);
+
+    // The CSV export into a third site: the same rows again. Its text cells that a
+    // spreadsheet would run carry a leading `'`, which the import takes off.
+    let (third, _) = site_with_key().await;
+    let csv = dir.join("export.csv");
+    let out = admin_run(
+        &[
+            "export",
+            "--site",
+            &from.to_string(),
+            "--format",
+            "csv",
+            "--output",
+            csv.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", out.stderr);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(
+        text.contains(",\"'=HYPERLINK(\"\"https://evil.example\"\",\"\"x\"\")\","),
+        "{text}"
+    );
+    assert!(text.contains(",'-1 offer,"), "{text}");
+    let summary = import(third, "rivulet", &csv, &[]).json();
+    assert_eq!(summary["imported"], total, "{summary}");
+    assert_eq!(summary["skipped"], json!({}), "{summary}");
+    assert_eq!(stored(third, total, Duration::from_secs(60)).await, total);
+    let c = rows_of(third).await;
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        c.keys().collect::<Vec<_>>(),
+        "the same event ids"
+    );
+    for (id, row) in &a {
+        let mut copy = c[id].clone();
+        copy.site_id = from;
+        assert_eq!(&copy, row, "event {id}, through CSV");
+    }
+    let formula = &c[&id(live.last().unwrap())];
+    assert_eq!(
+        (formula.event_name.as_str(), formula.page_title.as_str()),
+        ("=HYPERLINK(\"https://evil.example\",\"x\")", "-1 offer")
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
