@@ -109,8 +109,8 @@ enum Command {
     Import {
         #[arg(long = "site")]
         site_id: u32,
-        /// rivulet (NDJSON of `rivulet-admin export`), umami (CSV of website events) or
-        /// posthog (CSV or JSON lines of events).
+        /// rivulet (NDJSON or CSV of `rivulet-admin export`), umami (CSV of website
+        /// events) or posthog (CSV or JSON lines of events).
         #[arg(long)]
         format: rivulet_import::Format,
         /// The file, or - for stdin.

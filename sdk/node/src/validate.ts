@@ -194,8 +194,9 @@ function compressOption(v: unknown): number | undefined {
 
 /**
  * Maximum length in characters of each string field: the server's (`LIMITS` in the
- * repository's ingest/src/event/validate.rs; docs/design.md, "Wire contract"), so that
- * an event the server would reject fails here, before it is queued.
+ * repository's common/src/contract.rs, whose tests check these numbers; docs/design.md,
+ * "Wire contract"), so that an event the server would reject fails here, before it is
+ * queued.
  */
 export const LIMITS = {
   hostname: 253,
