@@ -109,7 +109,9 @@ async fn the_script_has_a_strong_etag_per_representation() {
     );
 
     // If-None-Match is compared with the ETag of the representation the request gets.
-    let cases: [(&[(&str, &str)], &str, Option<&str>); 6] = [
+    // The request's headers, the representation it gets, and the ETag of a 304 if any.
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, Option<&'a str>);
+    let cases: [Case; 6] = [
         (
             &[("if-none-match", &plain_etag)],
             "plain",
