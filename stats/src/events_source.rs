@@ -1,0 +1,892 @@
+//! The exact source: every query answered from the `events` table itself, in one SQL
+//! statement that runs on ClickHouse 18.16 and on current servers (no CTE, no
+//! `JSONExtract`, one JOIN per SELECT, time zones as function arguments). It is the
+//! reference a faster source (rollups, a sessions table) is measured and checked against.
+//!
+//! The shape of the statement depends on what the query needs:
+//!
+//! - **flat**: event metrics (`visitors`, `visits`, `pageviews`, `events`, `percentage`)
+//!   by event dimensions and time: one `GROUP BY` over the range's events;
+//! - **users**: the same over events joined to their person ([`crate::identity`]);
+//! - **visits**: with a `visit:` dimension or filter, the range's events joined to their
+//!   visit's attributes (`ANY LEFT JOIN` on `session_id` with an aggregate of the visits'
+//!   events, read [`SESSION_LOOKAROUND_SECS`] beyond the range on both sides);
+//! - **per visit**: with `bounce_rate`, `visit_duration` or `views_per_visit`, the joined
+//!   events grouped by (dimensions, visit) first, then by the dimensions, so that each
+//!   visit counts once per row with its own measures.
+//!
+//! Bots are left out (`is_bot = 0`) everywhere. Duplicates of an event (same `event_id`)
+//! count once: events by `uniqExact(event_id)`, people by `uniqExact`, and a visit's
+//! first/last values by `argMin`/`argMax` over `(timestamp, event_id)`, which duplicates
+//! do not change.
+
+use crate::date_range::auto_bucket;
+use crate::dimensions::{
+    Bucket, Dimension, EventProperty, TimeGrain, VisitProperty, SCREEN_CLASSES, SCREEN_WIDEST,
+};
+use crate::filters::{self, Filter};
+use crate::identity;
+use crate::limits::SESSION_LOOKAROUND_SECS;
+use crate::metrics::Metric;
+use crate::planner::{Restriction, Source, Spec};
+use crate::sql::{quote, sql, Sql};
+
+/// The event types that make a visit engaged (not a bounce) besides a second pageview:
+/// things a person did. `performance` (web vitals) and `error` events are sent by the
+/// page on its own and do not count.
+pub const ENGAGEMENT_TYPES: &[&str] = &[
+    "custom_event",
+    "outbound",
+    "button_click",
+    "copy",
+    "form_submit",
+    "input_change",
+];
+
+/// The table read.
+pub const TABLE: &str = "events";
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EventsSource;
+
+impl Source for EventsSource {
+    fn name(&self) -> &'static str {
+        "events"
+    }
+
+    /// Every query.
+    fn covers(&self, _spec: &Spec) -> bool {
+        true
+    }
+
+    fn select(&self, spec: &Spec) -> Sql {
+        Builder::new(spec).select()
+    }
+}
+
+struct Builder<'a> {
+    spec: &'a Spec<'a>,
+    /// The time zone as a quoted literal.
+    tz: String,
+    /// Events are joined to their visit's attributes.
+    visits: bool,
+    /// Events carry their person (`users`).
+    person: bool,
+    /// Rows are made per (dimensions, visit) first.
+    per_visit: bool,
+}
+
+impl<'a> Builder<'a> {
+    fn new(spec: &'a Spec<'a>) -> Self {
+        let per_visit = spec.metrics.iter().any(|m| m.is_visit_measure());
+        let visits = per_visit
+            || spec.dimensions.iter().any(Dimension::is_visit)
+            || spec
+                .filters
+                .iter()
+                .any(|f| !f.all_leaves(&|l| !l.dimension.is_visit()));
+        Builder {
+            spec,
+            tz: quote(spec.zone.name()),
+            visits,
+            person: spec.metrics.contains(&Metric::Users),
+            per_visit,
+        }
+    }
+
+    fn select(&self) -> Sql {
+        let spec = self.spec;
+        let dims: Vec<Sql> = (0..spec.dimensions.len())
+            .map(|i| {
+                let mut s = self.dimension(&spec.dimensions[i]);
+                s.push(&format!(" AS d{i}"));
+                s
+            })
+            .collect();
+        let group_by: Vec<String> = (0..spec.dimensions.len())
+            .map(|i| format!("d{i}"))
+            .collect();
+        let mut out = Sql::new();
+        if self.per_visit {
+            // Inner: one row per (dimensions, visit); outer: per dimensions.
+            let mut inner = sql("SELECT ");
+            for d in &dims {
+                inner.append(d).push(", ");
+            }
+            inner.push("session_id");
+            for (name, agg) in self.per_visit_columns() {
+                inner.push(&format!(", {agg} AS {name}"));
+            }
+            inner.push(" FROM ");
+            inner.append(&self.joined());
+            let mut keys = group_by.clone();
+            keys.push("session_id".into());
+            inner.push(&format!(" GROUP BY {}", keys.join(", ")));
+
+            out.push("SELECT ");
+            let mut columns: Vec<Sql> = group_by.iter().map(|g| sql(g)).collect();
+            columns.extend(spec.metrics.iter().map(|m| self.metric(*m)));
+            out.join(&columns, ", ");
+            out.push(" FROM (").append(&inner).push(")");
+        } else {
+            out.push("SELECT ");
+            let mut columns = dims;
+            columns.extend(spec.metrics.iter().map(|m| self.metric(*m)));
+            out.join(&columns, ", ");
+            out.push(" FROM ");
+            if self.visits {
+                out.append(&self.joined());
+            } else if self.person {
+                out.push("(").append(&self.events(true)).push(")");
+            } else {
+                // The plain case: no subquery at all.
+                out.push(TABLE)
+                    .push(" WHERE ")
+                    .append(&self.event_conditions(true));
+            }
+        }
+        if !group_by.is_empty() {
+            out.push(&format!(" GROUP BY {}", group_by.join(", ")));
+        }
+        out
+    }
+
+    /// One metric's aggregate, `AS` its name. Ratios are not rounded here: `round` breaks
+    /// ties differently by version (18.16: 1.625 → 1.63, 26.9: 1.62); the response
+    /// rounds them, one way.
+    fn metric(&self, m: Metric) -> Sql {
+        let visitors = if self.per_visit {
+            "uniqExactArray(g_users)"
+        } else {
+            "uniqExact(user_id)"
+        };
+        let expr = match (m, self.per_visit) {
+            (Metric::Percentage, _) => {
+                let mut s = sql(&format!("100 * {visitors} / greatest("));
+                s.append(&self.total_visitors()).push(", 1)");
+                s.push(" AS percentage");
+                return s;
+            }
+            (Metric::Visitors, _) => visitors.to_string(),
+            (Metric::Visits, false) => "uniqExact(session_id)".into(),
+            (Metric::Pageviews, false) => "uniqExactIf(event_id, type = 'pageview')".into(),
+            (Metric::Events, false) => "uniqExact(event_id)".into(),
+            (Metric::Users, false) => "uniqExactIf(person, person != '')".into(),
+            (Metric::Visits, true) => "count()".into(),
+            (Metric::Pageviews, true) => "sum(g_pageviews)".into(),
+            (Metric::Events, true) => "sum(g_events)".into(),
+            (Metric::Users, true) => "uniqExactArray(g_persons)".into(),
+            (Metric::BounceRate, _) => "100 * sum(g_bounce) / greatest(count(), 1)".into(),
+            (Metric::VisitDuration, _) => "sum(g_duration) / greatest(count(), 1)".into(),
+            (Metric::ViewsPerVisit, _) => "sum(g_views) / greatest(count(), 1)".into(),
+        };
+        sql(&format!("{expr} AS {}", m.name()))
+    }
+
+    /// The inner aggregates of the per-visit shape, by what the metrics need.
+    fn per_visit_columns(&self) -> Vec<(&'static str, &'static str)> {
+        let mut out = Vec::new();
+        let has = |m: Metric| self.spec.metrics.contains(&m);
+        if has(Metric::Visitors) || has(Metric::Percentage) {
+            out.push(("g_users", "groupUniqArray(user_id)"));
+        }
+        if has(Metric::Users) {
+            out.push(("g_persons", "groupUniqArrayIf(person, person != '')"));
+        }
+        if has(Metric::Pageviews) {
+            out.push(("g_pageviews", "uniqExactIf(event_id, type = 'pageview')"));
+        }
+        if has(Metric::Events) {
+            out.push(("g_events", "uniqExact(event_id)"));
+        }
+        if has(Metric::BounceRate) {
+            out.push(("g_bounce", "any(s_bounce)"));
+        }
+        if has(Metric::VisitDuration) {
+            out.push(("g_duration", "any(s_duration)"));
+        }
+        if has(Metric::ViewsPerVisit) {
+            out.push(("g_views", "any(s_pageviews)"));
+        }
+        out
+    }
+
+    /// All visitors of the range and filters (no dimensions, no restriction), as a
+    /// scalar subquery: the denominator of `percentage`.
+    fn total_visitors(&self) -> Sql {
+        let total = Spec {
+            metrics: &[Metric::Visitors],
+            dimensions: &[],
+            restriction: None,
+            ..*self.spec
+        };
+        let mut s = sql("(SELECT visitors FROM (");
+        s.append(&Builder::new(&total).select()).push("))");
+        s
+    }
+
+    /// A dimension's expression where the rows are events (joined to their visit when
+    /// [`Self::visits`]).
+    fn dimension(&self, d: &Dimension) -> Sql {
+        match d {
+            Dimension::Visit(p) => sql(visit_column(*p)),
+            _ => self.event_expression(d),
+        }
+    }
+
+    /// An event dimension (or time) over the columns of `events`.
+    fn event_expression(&self, d: &Dimension) -> Sql {
+        let tz = &self.tz;
+        match d {
+            Dimension::Event(EventProperty::Name) => sql("if(event_name = '', type, event_name)"),
+            Dimension::Event(EventProperty::Page) => sql("pathname"),
+            Dimension::Event(EventProperty::Hostname) => sql("hostname"),
+            Dimension::Event(EventProperty::Type) => sql("type"),
+            Dimension::Prop(name) => {
+                // A string property unescaped; a number, boolean or null as its JSON text;
+                // an absent one empty.
+                let mut s = sql("if(substring(visitParamExtractRaw(properties, ");
+                s.bind_str(name)
+                    .push("), 1, 1) = '\"', visitParamExtractString(properties, ")
+                    .bind_str(name)
+                    .push("), visitParamExtractRaw(properties, ")
+                    .bind_str(name)
+                    .push("))");
+                s
+            }
+            Dimension::Time(grain) => {
+                let bucket = match grain {
+                    TimeGrain::Bucket(b) => *b,
+                    TimeGrain::Auto => auto_bucket(self.spec.range),
+                };
+                match bucket {
+                    Bucket::Hour => sql(&format!("toString(toStartOfHour(timestamp, {tz}), {tz})")),
+                    Bucket::Day => sql(&format!("toString(toDate(timestamp, {tz}))")),
+                    Bucket::Week => sql(&format!(
+                        "toString(greatest(toMonday(toDate(timestamp, {tz})), toDate({})))",
+                        quote(&self.spec.range.first_date.to_string())
+                    )),
+                    Bucket::Month => sql(&format!(
+                        "toString(toStartOfMonth(toDate(timestamp, {tz})))"
+                    )),
+                }
+            }
+            Dimension::Visit(p) => sql(visit_column(*p)),
+        }
+    }
+
+    /// The columns of `events` the rows need.
+    fn event_columns(&self) -> Vec<&'static str> {
+        let mut cols = vec!["event_id", "type", "user_id", "session_id"];
+        let leaves = self
+            .spec
+            .filters
+            .iter()
+            .flat_map(|f| f.leaves())
+            .map(|l| &l.dimension);
+        for d in self.spec.dimensions.iter().chain(leaves) {
+            let col = match d {
+                Dimension::Event(EventProperty::Name) => "event_name",
+                Dimension::Event(EventProperty::Page) => "pathname",
+                Dimension::Event(EventProperty::Hostname) => "hostname",
+                Dimension::Prop(_) => "properties",
+                Dimension::Time(_) => "timestamp",
+                Dimension::Event(EventProperty::Type) | Dimension::Visit(_) => continue,
+            };
+            if !cols.contains(&col) {
+                cols.push(col);
+            }
+        }
+        cols
+    }
+
+    /// `site_id`, the range (widened by `around` seconds each side), no bots.
+    fn range(&self, around: u64) -> Sql {
+        let start = (self.spec.range.start as u64).saturating_sub(around);
+        let end = (self.spec.range.end as u64)
+            .saturating_add(around)
+            .min(u64::from(u32::MAX));
+        let mut s = sql("site_id = ");
+        s.bind_uint(u64::from(self.spec.site_id))
+            .push(" AND timestamp >= toDateTime(")
+            .bind_uint(start)
+            .push(") AND timestamp < toDateTime(")
+            .bind_uint(end)
+            .push(") AND is_bot = 0");
+        s
+    }
+
+    /// The range's conditions and the filters evaluated on the event itself: all of them
+    /// (and the restriction) when `everything`, else the top-level filters that read only
+    /// the event (the rest is evaluated after the join).
+    fn event_conditions(&self, everything: bool) -> Sql {
+        let mut s = self.range(0);
+        let pushed: Vec<&Filter> = self
+            .spec
+            .filters
+            .iter()
+            .filter(|f| everything || f.all_leaves(&|l| !l.dimension.is_visit()))
+            .collect();
+        let expr = |d: &Dimension| self.event_expression(d);
+        let c = filters::conjunction(&pushed, &expr);
+        if !c.is_empty() {
+            s.push(" AND ").append(&c);
+        }
+        if everything {
+            if let Some(r) = self.spec.restriction {
+                s.push(" AND ").append(&self.restriction(r, &expr));
+            }
+        }
+        s
+    }
+
+    /// The range's events with the columns the rows need, and their person when
+    /// `users` is asked for. `everything`: as [`Self::event_conditions`].
+    fn events(&self, everything: bool) -> Sql {
+        let cols = self.event_columns().join(", ");
+        let mut s = Sql::new();
+        if self.person {
+            s.push(&format!(
+                "SELECT {cols}, {} AS person FROM (",
+                identity::PERSON
+            ))
+            .push(&format!("SELECT {cols}, anonymous_id FROM {TABLE} WHERE "))
+            .append(&self.event_conditions(everything))
+            .push(") AS ev ANY LEFT JOIN (")
+            .append(&identity::owners(self.spec.site_id))
+            .push(") AS own USING anonymous_id");
+        } else {
+            s.push(&format!("SELECT {cols} FROM {TABLE} WHERE "))
+                .append(&self.event_conditions(everything));
+        }
+        s
+    }
+
+    /// The range's events joined to their visit's attributes, with the filters that need
+    /// the visit and the restriction: `(events) ANY LEFT JOIN (visits) USING session_id
+    /// WHERE …`. Every event of the range has its visit on the right (the visits are read
+    /// over the range and more), so LEFT is INNER here; LEFT because `ANY INNER JOIN`
+    /// keeps one row per key of the left side too on current servers (18.16 keeps every
+    /// left row), and `ANY LEFT JOIN` means the same on both: each event, one visit. The
+    /// subqueries have aliases: current servers require them (`joined_subquery_requires_alias`).
+    fn joined(&self) -> Sql {
+        let mut s = sql("(");
+        s.append(&self.events(false))
+            .push(") AS ev ANY LEFT JOIN (")
+            .append(&self.visit_attributes())
+            .push(") AS vis USING session_id");
+        let rest: Vec<&Filter> = self
+            .spec
+            .filters
+            .iter()
+            .filter(|f| !f.all_leaves(&|l| !l.dimension.is_visit()))
+            .collect();
+        let expr = |d: &Dimension| self.dimension(d);
+        let mut conditions = filters::conjunction(&rest, &expr);
+        if let Some(r) = self.spec.restriction {
+            if !conditions.is_empty() {
+                conditions.push(" AND ");
+            }
+            conditions.append(&self.restriction(r, &expr));
+        }
+        if !conditions.is_empty() {
+            s.push(" WHERE ").append(&conditions);
+        }
+        s
+    }
+
+    /// One row per visit with an event in the range (and around it): the attributes the
+    /// query groups or filters by, and the measures its metrics need.
+    fn visit_attributes(&self) -> Sql {
+        let mut props: Vec<VisitProperty> = Vec::new();
+        let leaves = self
+            .spec
+            .filters
+            .iter()
+            .flat_map(|f| f.leaves())
+            .map(|l| &l.dimension);
+        for d in self.spec.dimensions.iter().chain(leaves) {
+            if let Dimension::Visit(p) = d {
+                if !props.contains(p) {
+                    props.push(*p);
+                }
+            }
+        }
+        let mut cols: Vec<String> = props
+            .iter()
+            .map(|p| format!("{} AS {}", visit_aggregate(*p), visit_column(*p)))
+            .collect();
+        let has = |m: Metric| self.spec.metrics.contains(&m);
+        if has(Metric::BounceRate) || has(Metric::ViewsPerVisit) {
+            cols.push("uniqExactIf(event_id, type = 'pageview') AS s_pageviews".into());
+        }
+        if has(Metric::BounceRate) {
+            let engaged = ENGAGEMENT_TYPES
+                .iter()
+                .map(|t| quote(t))
+                .collect::<Vec<_>>()
+                .join(", ");
+            cols.push(format!(
+                "toUInt8(s_pageviews = 1 AND uniqExactIf(event_id, type IN ({engaged})) = 0) AS s_bounce"
+            ));
+        }
+        if has(Metric::VisitDuration) {
+            cols.push("toUInt32(max(timestamp)) - toUInt32(min(timestamp)) AS s_duration".into());
+        }
+        let mut s = sql("SELECT session_id");
+        for c in cols {
+            s.push(", ").push(&c);
+        }
+        s.push(&format!(" FROM {TABLE} WHERE "))
+            .append(&self.range(SESSION_LOOKAROUND_SECS))
+            .push(" GROUP BY session_id");
+        s
+    }
+
+    /// `(d_a, d_b) IN ((?, ?), …)`: rows whose dimensions are among the given values.
+    fn restriction(&self, r: &Restriction, expr: &dyn Fn(&Dimension) -> Sql) -> Sql {
+        let exprs: Vec<Sql> = r
+            .dimensions
+            .iter()
+            .map(|i| expr(&self.spec.dimensions[*i]))
+            .collect();
+        let mut s = Sql::new();
+        let tuple = exprs.len() > 1;
+        if tuple {
+            s.push("(").join(&exprs, ", ").push(")");
+        } else {
+            s.join(&exprs, ", ");
+        }
+        s.push(" IN (");
+        for (i, values) in r.values.iter().enumerate() {
+            if i > 0 {
+                s.push(", ");
+            }
+            if tuple {
+                s.push("(");
+            }
+            for (j, v) in values.iter().enumerate() {
+                if j > 0 {
+                    s.push(", ");
+                }
+                s.bind_str(v);
+            }
+            if tuple {
+                s.push(")");
+            }
+        }
+        s.push(")");
+        s
+    }
+}
+
+/// The column a visit attribute is joined as.
+fn visit_column(p: VisitProperty) -> &'static str {
+    match p {
+        VisitProperty::EntryPage => "s_entry_page",
+        VisitProperty::ExitPage => "s_exit_page",
+        VisitProperty::Source => "s_source",
+        VisitProperty::Referrer => "s_referrer",
+        VisitProperty::Channel => "s_channel",
+        VisitProperty::UtmSource => "s_utm_source",
+        VisitProperty::UtmMedium => "s_utm_medium",
+        VisitProperty::UtmCampaign => "s_utm_campaign",
+        VisitProperty::UtmContent => "s_utm_content",
+        VisitProperty::UtmTerm => "s_utm_term",
+        VisitProperty::Device => "s_device",
+        VisitProperty::Browser => "s_browser",
+        VisitProperty::BrowserVersion => "s_browser_version",
+        VisitProperty::Os => "s_os",
+        VisitProperty::OsVersion => "s_os_version",
+        VisitProperty::Country => "s_country",
+        VisitProperty::Region => "s_region",
+        VisitProperty::City => "s_city",
+        VisitProperty::Screen => "s_screen",
+    }
+}
+
+/// A query-string parameter of the event's page, decoded (`+` as a space). The query
+/// string is stored with or without its `?`; the SQL spells `?` as `\x3F`, since every
+/// `?` of a statement's text is a bind.
+fn utm(param: &str) -> String {
+    format!(
+        "decodeURLComponent(replaceAll(extractURLParameter(concat('\\x3F', \
+         replaceRegexpOne(querystring, '^[\\x3F]', '')), '{param}'), '+', ' '))"
+    )
+}
+
+/// A visit attribute: the value of the visit's first event (its first pageview for the
+/// entry page, its last for the exit page).
+fn visit_aggregate(p: VisitProperty) -> String {
+    let first = |value: &str| format!("argMin({value}, (timestamp, event_id))");
+    match p {
+        VisitProperty::EntryPage => {
+            "argMinIf(pathname, (timestamp, event_id), type = 'pageview')".into()
+        }
+        VisitProperty::ExitPage => {
+            "argMaxIf(pathname, (timestamp, event_id), type = 'pageview')".into()
+        }
+        // The utm_source the visit came with, else the referring site, unless the
+        // referrer is the site itself (a visit resumed from its own page).
+        VisitProperty::Source => first(&format!(
+            "if({0} != '', {0}, if(channel = 'Internal', '', domainWithoutWWW(referrer)))",
+            utm("utm_source")
+        )),
+        VisitProperty::Referrer => first("if(channel = 'Internal', '', referrer)"),
+        VisitProperty::Channel => first("channel"),
+        VisitProperty::UtmSource => first(&utm("utm_source")),
+        VisitProperty::UtmMedium => first(&utm("utm_medium")),
+        VisitProperty::UtmCampaign => first(&utm("utm_campaign")),
+        VisitProperty::UtmContent => first(&utm("utm_content")),
+        VisitProperty::UtmTerm => first(&utm("utm_term")),
+        VisitProperty::Device => first("device_type"),
+        VisitProperty::Browser => first("browser"),
+        VisitProperty::BrowserVersion => first("browser_version"),
+        VisitProperty::Os => first("operating_system"),
+        VisitProperty::OsVersion => first("operating_system_version"),
+        VisitProperty::Country => first("country"),
+        VisitProperty::Region => first("region"),
+        VisitProperty::City => first("city"),
+        VisitProperty::Screen => {
+            let mut s = String::from("multiIf(screen_width = 0, ''");
+            for (below, class) in SCREEN_CLASSES {
+                s.push_str(&format!(", screen_width < {below}, '{class}'"));
+            }
+            s.push_str(&format!(", '{SCREEN_WIDEST}')"));
+            first(&s)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::test_support::{planned, request, try_plan, NOW};
+    use crate::{plan, FirstEvent, SiteContext, StatsError};
+    use serde_json::json;
+
+    /// March 2024 in Berlin: [2024-02-29T23:00Z, 2024-03-31T22:00Z), and 6 hours more on
+    /// each side for the visits.
+    const MARCH: &str = "site_id = 1 AND timestamp >= toDateTime(1709247600) \
+                         AND timestamp < toDateTime(1711922400) AND is_bot = 0";
+    const MARCH_AROUND: &str = "site_id = 1 AND timestamp >= toDateTime(1709226000) \
+                                AND timestamp < toDateTime(1711944000) AND is_bot = 0";
+    const BERLIN: &str = "Europe/Berlin";
+
+    #[test]
+    fn flat_totals() {
+        let p = planned(
+            json!({"metrics": ["visitors", "visits", "pageviews", "events"]}),
+            BERLIN,
+        );
+        assert_eq!(
+            p.main().inline(),
+            format!(
+                "SELECT * FROM (SELECT uniqExact(user_id) AS visitors, uniqExact(session_id) AS visits, \
+                 uniqExactIf(event_id, type = 'pageview') AS pageviews, uniqExact(event_id) AS events \
+                 FROM events WHERE {MARCH}) ORDER BY visitors DESC LIMIT 0, 10000"
+            )
+        );
+        assert_eq!(
+            p.main().columns,
+            ["visitors", "visits", "pageviews", "events"]
+        );
+        assert_eq!(
+            p.main().settings,
+            [("max_execution_time", "30".to_string())]
+        );
+        assert_eq!(p.source(), "events");
+    }
+
+    #[test]
+    fn flat_breakdown_with_a_filter_an_order_and_a_page() {
+        let p = planned(
+            json!({"metrics": ["visitors", "pageviews"], "dimensions": ["event:page"],
+                   "filters": [["contains", "event:page", ["/blog"]]],
+                   "order_by": [["pageviews", "desc"]], "pagination": {"limit": 10, "offset": 20}}),
+            BERLIN,
+        );
+        assert_eq!(
+            p.main().inline(),
+            format!(
+                "SELECT * FROM (SELECT pathname AS d0, uniqExact(user_id) AS visitors, \
+                 uniqExactIf(event_id, type = 'pageview') AS pageviews FROM events WHERE {MARCH} \
+                 AND (position(pathname, '/blog') > 0) GROUP BY d0) \
+                 ORDER BY pageviews DESC, d0 ASC LIMIT 20, 10"
+            )
+        );
+        // The value is bound: the text has a `?` for it, after the site and the range.
+        assert!(p.main().sql.contains("position(pathname, ?)"));
+        assert_eq!(p.main().binds.len(), 4);
+    }
+
+    #[test]
+    fn users_join_the_alias_owners() {
+        let p = planned(json!({"metrics": ["users"]}), BERLIN);
+        assert_eq!(
+            p.main().inline(),
+            format!(
+                "SELECT * FROM (SELECT uniqExactIf(person, person != '') AS users FROM (\
+                 SELECT event_id, type, user_id, session_id, \
+                 if(match(user_id, '^[0-9a-f]{{32}}$'), owner, user_id) AS person FROM (\
+                 SELECT event_id, type, user_id, session_id, anonymous_id FROM events WHERE {MARCH}) AS ev \
+                 ANY LEFT JOIN (SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
+                 FROM person_aliases WHERE site_id = 1 AND anonymous_id != '' GROUP BY anonymous_id) AS own \
+                 USING anonymous_id)) ORDER BY users DESC LIMIT 0, 10000"
+            )
+        );
+    }
+
+    #[test]
+    fn visit_dimensions_join_each_event_to_its_visit() {
+        let p = planned(
+            json!({"metrics": ["visitors", "events"], "dimensions": ["visit:country", "time:week"]}),
+            BERLIN,
+        );
+        assert_eq!(
+            p.main().inline(),
+            format!(
+                "SELECT * FROM (SELECT s_country AS d0, \
+                 toString(greatest(toMonday(toDate(timestamp, 'Europe/Berlin')), toDate('2024-03-01'))) AS d1, \
+                 uniqExact(user_id) AS visitors, uniqExact(event_id) AS events FROM (\
+                 SELECT event_id, type, user_id, session_id, timestamp FROM events WHERE {MARCH}) AS ev \
+                 ANY LEFT JOIN (SELECT session_id, argMin(country, (timestamp, event_id)) AS s_country \
+                 FROM events WHERE {MARCH_AROUND} GROUP BY session_id) AS vis USING session_id \
+                 GROUP BY d0, d1) ORDER BY d1 ASC, d0 ASC LIMIT 0, 10000"
+            )
+        );
+    }
+
+    #[test]
+    fn visit_measures_group_by_visit_first() {
+        let p = planned(
+            json!({"metrics": ["visits", "bounce_rate", "visit_duration", "views_per_visit"],
+                   "dimensions": ["visit:entry_page"],
+                   "filters": [["is", "visit:country", ["DE"]], ["is", "event:name", ["signup"]]]}),
+            BERLIN,
+        );
+        assert_eq!(
+            p.main().inline(),
+            format!(
+                "SELECT * FROM (SELECT d0, count() AS visits, \
+                 100 * sum(g_bounce) / greatest(count(), 1) AS bounce_rate, \
+                 sum(g_duration) / greatest(count(), 1) AS visit_duration, \
+                 sum(g_views) / greatest(count(), 1) AS views_per_visit FROM (\
+                 SELECT s_entry_page AS d0, session_id, any(s_bounce) AS g_bounce, \
+                 any(s_duration) AS g_duration, any(s_pageviews) AS g_views FROM (\
+                 SELECT event_id, type, user_id, session_id, event_name FROM events WHERE {MARCH} \
+                 AND (if(event_name = '', type, event_name) IN ('signup'))) AS ev \
+                 ANY LEFT JOIN (SELECT session_id, \
+                 argMinIf(pathname, (timestamp, event_id), type = 'pageview') AS s_entry_page, \
+                 argMin(country, (timestamp, event_id)) AS s_country, \
+                 uniqExactIf(event_id, type = 'pageview') AS s_pageviews, \
+                 toUInt8(s_pageviews = 1 AND uniqExactIf(event_id, type IN ('custom_event', 'outbound', \
+                 'button_click', 'copy', 'form_submit', 'input_change')) = 0) AS s_bounce, \
+                 toUInt32(max(timestamp)) - toUInt32(min(timestamp)) AS s_duration \
+                 FROM events WHERE {MARCH_AROUND} GROUP BY session_id) AS vis USING session_id \
+                 WHERE (s_country IN ('DE')) GROUP BY d0, session_id) GROUP BY d0) \
+                 ORDER BY visits DESC, d0 ASC LIMIT 0, 10000"
+            )
+        );
+    }
+
+    #[test]
+    fn event_only_filters_are_read_before_the_join_and_the_rest_after() {
+        let p = planned(
+            json!({"metrics": ["visits"], "dimensions": ["visit:os"], "filters": [
+                ["is", "event:page", ["/a"]],
+                ["or", [["is", "visit:country", ["DE"]], ["is", "event:hostname", ["x.com"]]]]
+            ]}),
+            BERLIN,
+        );
+        let sql = p.main().inline();
+        let (before, after) = sql.split_once(" AS ev ANY LEFT JOIN ").unwrap();
+        assert!(before.contains("AND (pathname IN ('/a'))"), "{sql}");
+        assert!(!before.contains("s_country"), "{sql}");
+        assert!(
+            after.contains("WHERE ((s_country IN ('DE')) OR (hostname IN ('x.com'))) GROUP BY d0"),
+            "{sql}"
+        );
+        // The columns the later filter reads are carried to it.
+        assert!(
+            before.contains(
+                "SELECT event_id, type, user_id, session_id, pathname, hostname FROM events"
+            ),
+            "{sql}"
+        );
+    }
+
+    #[test]
+    fn percentage_divides_by_all_visitors_of_the_filters() {
+        let p = planned(
+            json!({"metrics": ["percentage"], "dimensions": ["event:type"],
+                   "filters": [["is_not", "event:type", ["error"]]]}),
+            "UTC",
+        );
+        let range = "site_id = 1 AND timestamp >= toDateTime(1709251200) \
+                     AND timestamp < toDateTime(1711929600) AND is_bot = 0";
+        assert_eq!(
+            p.main().inline(),
+            format!(
+                "SELECT * FROM (SELECT type AS d0, 100 * uniqExact(user_id) / greatest((SELECT visitors FROM (\
+                 SELECT uniqExact(user_id) AS visitors FROM events WHERE {range} AND NOT (type IN ('error')))), 1) \
+                 AS percentage FROM events WHERE {range} AND NOT (type IN ('error')) GROUP BY d0) \
+                 ORDER BY percentage DESC, d0 ASC LIMIT 0, 10000"
+            )
+        );
+    }
+
+    #[test]
+    fn time_buckets_in_the_site_s_zone() {
+        let expr = |dim: &str, range: serde_json::Value| {
+            let p = planned(
+                json!({"dimensions": [dim], "date_range": range}),
+                "America/New_York",
+            );
+            let sql = p.main().inline();
+            let start = sql.find("SELECT * FROM (SELECT ").unwrap() + 22;
+            sql[start..sql.find(" AS d0").unwrap()].to_string()
+        };
+        let tz = "'America/New_York'";
+        assert_eq!(
+            expr("time:hour", json!("day")),
+            format!("toString(toStartOfHour(timestamp, {tz}), {tz})")
+        );
+        assert_eq!(
+            expr("time:day", json!("7d")),
+            format!("toString(toDate(timestamp, {tz}))")
+        );
+        assert_eq!(
+            expr("time:week", json!(["2024-03-06", "2024-03-31"])),
+            format!("toString(greatest(toMonday(toDate(timestamp, {tz})), toDate('2024-03-06')))")
+        );
+        assert_eq!(
+            expr("time:month", json!("6mo")),
+            format!("toString(toStartOfMonth(toDate(timestamp, {tz})))")
+        );
+        // `time`: hours for a day, days for a month, weeks for a quarter, months beyond.
+        assert_eq!(expr("time", json!("day")), expr("time:hour", json!("day")));
+        assert_eq!(expr("time", json!("30d")), expr("time:day", json!("30d")));
+        assert_eq!(
+            expr("time", json!("91d")),
+            format!("toString(greatest(toMonday(toDate(timestamp, {tz})), toDate('2024-01-15')))")
+        );
+        assert_eq!(
+            expr("time", json!("12mo")),
+            expr("time:month", json!("12mo"))
+        );
+    }
+
+    #[test]
+    fn every_visit_attribute_reads_the_visit_s_first_event() {
+        let cases = [
+            ("visit:exit_page", "argMaxIf(pathname, (timestamp, event_id), type = 'pageview')"),
+            ("visit:referrer", "argMin(if(channel = 'Internal', '', referrer), (timestamp, event_id))"),
+            ("visit:channel", "argMin(channel, (timestamp, event_id))"),
+            ("visit:utm_medium", "argMin(decodeURLComponent(replaceAll(extractURLParameter(concat('\\x3F', replaceRegexpOne(querystring, '^[\\x3F]', '')), 'utm_medium'), '+', ' ')), (timestamp, event_id))"),
+            ("visit:device", "argMin(device_type, (timestamp, event_id))"),
+            ("visit:browser_version", "argMin(browser_version, (timestamp, event_id))"),
+            ("visit:os", "argMin(operating_system, (timestamp, event_id))"),
+            ("visit:os_version", "argMin(operating_system_version, (timestamp, event_id))"),
+            ("visit:region", "argMin(region, (timestamp, event_id))"),
+            ("visit:city", "argMin(city, (timestamp, event_id))"),
+            ("visit:screen", "argMin(multiIf(screen_width = 0, '', screen_width < 576, 'Mobile', screen_width < 992, 'Tablet', screen_width < 1440, 'Laptop', 'Desktop'), (timestamp, event_id))"),
+        ];
+        for (dim, aggregate) in cases {
+            let p = planned(json!({"dimensions": [dim]}), "UTC");
+            let column = format!("s_{}", &dim[6..]);
+            assert!(
+                p.main().sql.contains(&format!("{aggregate} AS {column}")),
+                "{dim}: {}",
+                p.main().sql
+            );
+            assert!(
+                p.main().sql.contains(&format!("SELECT {column} AS d0")),
+                "{dim}"
+            );
+        }
+    }
+
+    #[test]
+    fn custom_properties_are_bound_and_read_as_text() {
+        let p = planned(
+            json!({"metrics": ["events"], "dimensions": ["event:props:it's?"],
+                   "filters": [["is", "event:props:it's?", ["(none)"]]]}),
+            "UTC",
+        );
+        let st = p.main();
+        assert!(st.sql.contains(
+            "if(substring(visitParamExtractRaw(properties, ?), 1, 1) = '\"', \
+             visitParamExtractString(properties, ?), visitParamExtractRaw(properties, ?)) AS d0"
+        ));
+        let names = st
+            .binds
+            .iter()
+            .filter(|b| **b == crate::Bind::Str("it's?".into()))
+            .count();
+        assert_eq!(names, 6, "three for the dimension, three for the filter");
+        assert!(st
+            .inline()
+            .contains("visitParamExtractRaw(properties, 'it\\'s?')"));
+        // `(none)` is the absent property.
+        assert!(st.inline().contains(") IN (''))"));
+    }
+
+    /// Whatever the request, the statements' `?`s are exactly their binds, and no value of
+    /// a request is in their text.
+    #[test]
+    fn every_question_mark_is_a_bind() {
+        let marker = "zz'\\?x";
+        let requests = [
+            json!({"metrics": ["visitors", "users", "percentage", "bounce_rate"], "dimensions": ["visit:source", "time:day"],
+                   "filters": [["matches", "visit:entry_page", [marker]], ["not", ["contains", "event:page", [marker], {"case_sensitive": false}]]],
+                   "include": {"total_rows": true, "comparisons": {"mode": "previous_period"}}}),
+            json!({"metrics": ["events"], "dimensions": ["event:props:zz'\\?x"], "filters": [["is", "event:props:zz'\\?x", [marker]]]}),
+        ];
+        for r in requests {
+            let p = planned(r, BERLIN);
+            let main_row = crate::Row {
+                dimensions: vec![
+                    marker.into();
+                    p.main()
+                        .columns
+                        .iter()
+                        .filter(|c| c.starts_with('d'))
+                        .count()
+                ],
+                metrics: vec![1.0; p.query().metrics.len()],
+            };
+            let comparison = p.comparison(&[main_row]);
+            for st in [Some(p.main().clone()), p.total_rows().cloned(), comparison]
+                .into_iter()
+                .flatten()
+            {
+                assert_eq!(st.sql.matches('?').count(), st.binds.len(), "{}", st.sql);
+                assert!(!st.sql.contains("zz"), "{}", st.sql);
+            }
+        }
+    }
+
+    #[test]
+    fn a_site_context_the_engine_cannot_use_is_an_internal_error() {
+        let e = try_plan(json!({}), "Mars/Olympus_Mons").unwrap_err();
+        assert_eq!(e.status(), 500);
+        let site = SiteContext {
+            first_event: FirstEvent::NotLoaded,
+            ..SiteContext::utc(1)
+        };
+        let e = plan(&request(json!({"date_range": "all"})), &site, NOW).unwrap_err();
+        assert!(matches!(e, StatsError::SiteContext(_)));
+        assert!(request(json!({"date_range": "all"})).needs_first_event());
+    }
+
+    #[test]
+    fn the_first_event_statement() {
+        let st = crate::first_event_statement(3);
+        assert_eq!(
+            st.inline(),
+            "SELECT toUInt32(min(timestamp)) AS first_event FROM events WHERE site_id = 3 AND is_bot = 0"
+        );
+        assert_eq!(FirstEvent::from_epoch(0), FirstEvent::NoEvents);
+        assert_eq!(FirstEvent::from_epoch(5), FirstEvent::At(5));
+    }
+}

@@ -1,0 +1,46 @@
+//! Who an event counts for in `users`: the one place that reads the identity tables, so
+//! that switching from `person_aliases` to the claims table changes this module only.
+//!
+//! An event's person is its `user_id` when that is a user id the caller sent; when it is
+//! the enricher's visitor id (32 lowercase hex characters: docs/design.md, "Visitor id"),
+//! the person is the user who claimed the event's `anonymous_id` (the first claim wins,
+//! as everywhere: docs/design.md, "Identity"); otherwise the event has no person and
+//! `users` does not count it. A caller's user id of exactly that form is read as a
+//! visitor id: the stored row cannot tell them apart (the import's `rivulet` format makes
+//! the same call).
+
+use crate::sql::Sql;
+
+/// The identity table read.
+pub const ALIASES_TABLE: &str = "person_aliases";
+
+/// The owner of each claimed anonymous id of a site: rows `(anonymous_id, owner)`.
+pub fn owners(site_id: u32) -> Sql {
+    let mut s = Sql::new();
+    s.push(
+        "SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
+         FROM person_aliases WHERE site_id = ",
+    )
+    .bind_uint(u64::from(site_id))
+    .push(" AND anonymous_id != '' GROUP BY anonymous_id");
+    s
+}
+
+/// The person of an event, over its `user_id` and the `owner` joined from [`owners`]
+/// (`''` when there is none).
+pub const PERSON: &str = "if(match(user_id, '^[0-9a-f]{32}$'), owner, user_id)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_alias_owners_of_one_site() {
+        assert_eq!(
+            owners(7).inline(),
+            "SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
+             FROM person_aliases WHERE site_id = 7 AND anonymous_id != '' GROUP BY anonymous_id"
+        );
+        assert!(owners(7).inline().contains(ALIASES_TABLE));
+    }
+}

@@ -1,0 +1,105 @@
+//! The Stats API's query engine (`POST /api/v2/query`, Plausible's Stats API v2 shape):
+//! a request becomes a validated plan of ClickHouse statements, and their rows become the
+//! response. No I/O here: the server runs the statements (docs/stats-api.md has the API;
+//! this comment, how to drive the engine).
+//!
+//! ```text
+//! let req = Request::from_json(body)?;                    // 400 on error: StatsError::status
+//! // resolve req.site() to a site the caller may read; if req.needs_first_event(), read it
+//! let site = SiteContext { site_id, time_zone: "Europe/Berlin".into(), first_event };
+//! let plan = rivulet_stats::plan(&req, &site, now_secs)?;
+//! let main = decode_rows(plan.main(), &run(plan.main()))?;          // FORMAT JSONEachRow
+//! let total_rows = plan.total_rows().map(|s| decode_count(s, &run(s))).transpose()?;
+//! let comparison = plan.comparison(&main).map(|s| decode_rows(&s, &run(&s))).transpose()?;
+//! let response = respond(&plan, &QueryRows { main, total_rows, comparison })?;  // Serialize
+//! ```
+//!
+//! where `run` sends a [`Statement`]: its SQL, each of its binds in order
+//! (`query.bind(b)`), each of its settings (`with_option`), read with
+//! `fetch_bytes("JSONEachRow")`. A ClickHouse error [`sql::TIMEOUT_EXCEEDED`] is the
+//! server's 503.
+//!
+//! Modules: [`request`] (the wire), [`validate`] (the checks), [`date_range`] (ranges,
+//! time zones, comparisons, buckets), [`filters`], [`metrics`], [`dimensions`],
+//! [`planner`] (sources and plans), [`events_source`] (the exact SQL over `events`),
+//! [`identity`] (who `users` counts), [`sql`] (binds and statements), [`response`].
+
+pub mod date_range;
+pub mod dimensions;
+pub mod error;
+pub mod events_source;
+pub mod filters;
+pub mod identity;
+pub mod limits;
+pub mod metrics;
+pub mod planner;
+pub mod request;
+pub mod response;
+pub mod sql;
+#[cfg(test)]
+mod test_support;
+pub mod validate;
+
+pub use date_range::FirstEvent;
+pub use error::StatsError;
+pub use planner::{Planner, QueryPlan, Source, Spec};
+pub use request::{Request, SiteRef};
+pub use response::{decode_count, decode_rows, respond, QueryRows, Response, Row};
+pub use sql::{Bind, Statement};
+
+/// What the engine needs to know of the site a request reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteContext {
+    pub site_id: u32,
+    /// IANA time zone name; `UTC` when the site has none.
+    pub time_zone: String,
+    /// For `date_range: "all"` (see [`Request::needs_first_event`] and
+    /// [`first_event_statement`]); [`FirstEvent::NotLoaded`] otherwise.
+    pub first_event: FirstEvent,
+}
+
+impl SiteContext {
+    /// A site in UTC, first event not loaded.
+    pub fn utc(site_id: u32) -> Self {
+        SiteContext {
+            site_id,
+            time_zone: "UTC".into(),
+            first_event: FirstEvent::NotLoaded,
+        }
+    }
+}
+
+/// Plans a request with the exact source only ([`Planner::default`]).
+pub fn plan(request: &Request, site: &SiteContext, now: i64) -> Result<QueryPlan, StatsError> {
+    Planner::default().plan(request, site, now)
+}
+
+/// The statement that finds a site's first event (bots left out), for
+/// `date_range: "all"`: one row, `first_event` in epoch seconds, 0 when the site has none
+/// (then pass [`FirstEvent::NoEvents`]).
+pub fn first_event_statement(site_id: u32) -> Statement {
+    let mut s = sql::Sql::new();
+    s.push("SELECT toUInt32(min(timestamp)) AS first_event FROM events WHERE site_id = ")
+        .bind_uint(u64::from(site_id))
+        .push(" AND is_bot = 0");
+    Statement::new(
+        "stats_first_event",
+        s,
+        vec!["first_event".into()],
+        vec![(
+            "max_execution_time",
+            limits::MAX_EXECUTION_TIME_SECS.to_string(),
+        )],
+    )
+}
+
+impl FirstEvent {
+    /// From [`first_event_statement`]'s answer.
+    pub fn from_epoch(first_event: u64) -> FirstEvent {
+        if first_event == 0 {
+            FirstEvent::NoEvents
+        } else {
+            FirstEvent::At(first_event as i64)
+        }
+    }
+}

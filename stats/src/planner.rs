@@ -1,0 +1,557 @@
+//! From a valid query to the statements that answer it.
+//!
+//! The planner resolves what depends on the site and the clock (the range, `time`'s
+//! bucket, the comparison's range, the time labels, the order), then asks a [`Source`]
+//! for the SQL. A source only has to produce one relation for a [`Spec`]: a `SELECT` whose
+//! columns are `d0`, `d1`, … (each dimension's raw value, a string) and then each metric
+//! under its name, one row per group (one row in all when there are no dimensions). The
+//! planner wraps it for ordering and pages, for `total_rows`, and runs it again over the
+//! comparison range; parsing and the response never see the SQL. So a faster source (a
+//! rollup, a sessions table) plugs in with [`Planner::with_source`] and answers the
+//! queries it [`Source::covers`]; the exact [`EventsSource`] answers the rest.
+
+use crate::date_range::{self, TimeRange, Zone};
+use crate::dimensions::{Dimension, TimeGrain};
+use crate::error::StatsError;
+use crate::events_source::EventsSource;
+use crate::filters::Filter;
+use crate::limits::MAX_EXECUTION_TIME_SECS;
+use crate::metrics::Metric;
+use crate::request::Request;
+use crate::response::Row;
+use crate::sql::{Sql, Statement};
+use crate::validate::{self, Direction, OrderKey, Query};
+use crate::SiteContext;
+use serde_json::Value;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+/// What a source answers: one range of one site, grouped by resolved dimensions (no
+/// `time` left: each time dimension has its bucket).
+#[derive(Debug, Clone, Copy)]
+pub struct Spec<'a> {
+    pub site_id: u32,
+    pub zone: &'a Zone,
+    pub range: &'a TimeRange,
+    pub metrics: &'a [Metric],
+    pub dimensions: &'a [Dimension],
+    /// All must hold.
+    pub filters: &'a [Filter],
+    /// Only the rows whose dimensions are among these values (a comparison reads the
+    /// rows of the main result only).
+    pub restriction: Option<&'a Restriction>,
+}
+
+/// Rows whose dimensions `dimensions` (indexes into [`Spec::dimensions`]) take one of
+/// `values` (each as many strings as `dimensions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restriction {
+    pub dimensions: Vec<usize>,
+    pub values: Vec<Vec<String>>,
+}
+
+/// Where rows come from. See the module's comment for the contract of [`Source::select`].
+pub trait Source: Send + Sync + Debug {
+    /// For logs and the plan's [`QueryPlan::source`].
+    fn name(&self) -> &'static str;
+    /// Whether it can answer this spec exactly.
+    fn covers(&self, spec: &Spec) -> bool;
+    /// The relation: columns `d0`… then the metrics by name, one row per group, with no
+    /// `ORDER BY`, `LIMIT`, `FORMAT` or `SETTINGS`.
+    fn select(&self, spec: &Spec) -> Sql;
+}
+
+/// Picks a source for each query and builds its statements.
+#[derive(Debug, Clone)]
+pub struct Planner {
+    sources: Vec<Arc<dyn Source>>,
+    max_execution_time_secs: u64,
+}
+
+impl Default for Planner {
+    fn default() -> Self {
+        Planner {
+            sources: vec![Arc::new(EventsSource)],
+            max_execution_time_secs: MAX_EXECUTION_TIME_SECS,
+        }
+    }
+}
+
+impl Planner {
+    /// A source tried before the ones already there (the exact one stays last).
+    pub fn with_source(mut self, source: Arc<dyn Source>) -> Self {
+        self.sources.insert(0, source);
+        self
+    }
+
+    /// ClickHouse's `max_execution_time` for every statement.
+    pub fn with_max_execution_time(mut self, secs: u64) -> Self {
+        self.max_execution_time_secs = secs;
+        self
+    }
+
+    /// Validates the request and plans it for a site at `now` (epoch seconds).
+    pub fn plan(
+        &self,
+        req: &Request,
+        site: &SiteContext,
+        now: i64,
+    ) -> Result<QueryPlan, StatsError> {
+        let query = validate::validate(req)?;
+        let zone = Zone::new(&site.time_zone)?;
+        let range = date_range::resolve(&query.date_range, &zone, now, site.first_event)?;
+        let dimensions: Vec<Dimension> = query
+            .dimensions
+            .iter()
+            .map(|d| match d {
+                Dimension::Time(TimeGrain::Auto) => {
+                    Dimension::Time(TimeGrain::Bucket(date_range::auto_bucket(&range)))
+                }
+                d => d.clone(),
+            })
+            .collect();
+        let bucket = dimensions.iter().find_map(|d| match d {
+            Dimension::Time(TimeGrain::Bucket(b)) => Some(*b),
+            _ => None,
+        });
+        let time_labels = bucket
+            .map(|b| date_range::labels(&range, b, &zone))
+            .transpose()?;
+        let comparison = match query.include.comparisons {
+            Some(mode) => {
+                let r = date_range::comparison_range(&range, mode, &zone, now)?;
+                let labels = bucket
+                    .map(|b| date_range::labels(&r, b, &zone))
+                    .transpose()?;
+                Some(Comparison { range: r, labels })
+            }
+            None => None,
+        };
+        let order = resolve_order(&query, &dimensions);
+        let settings = vec![(
+            "max_execution_time",
+            self.max_execution_time_secs.to_string(),
+        )];
+        let spec = Spec {
+            site_id: site.site_id,
+            zone: &zone,
+            range: &range,
+            metrics: &query.metrics,
+            dimensions: &dimensions,
+            filters: &query.filters,
+            restriction: None,
+        };
+        let source = self
+            .sources
+            .iter()
+            .find(|s| s.covers(&spec))
+            .cloned()
+            .unwrap_or_else(|| Arc::new(EventsSource));
+        let relation = source.select(&spec);
+        let columns = columns(&query.metrics, dimensions.len());
+
+        let mut main = Sql::new();
+        main.push("SELECT * FROM (").append(&relation).push(")");
+        let keys: Vec<String> = order
+            .iter()
+            .map(|(k, d)| {
+                let dir = if *d == Direction::Asc { "ASC" } else { "DESC" };
+                format!("{} {dir}", column_of(*k))
+            })
+            .collect();
+        main.push(&format!(
+            " ORDER BY {} LIMIT {}, {}",
+            keys.join(", "),
+            query.pagination.offset,
+            query.pagination.limit
+        ));
+        let main = Statement::new("stats_main", main, columns.clone(), settings.clone());
+
+        let total_rows = query.include.total_rows.then(|| {
+            let mut s = Sql::new();
+            s.push("SELECT count() AS total_rows FROM (")
+                .append(&relation)
+                .push(")");
+            Statement::new(
+                "stats_total_rows",
+                s,
+                vec!["total_rows".into()],
+                settings.clone(),
+            )
+        });
+
+        Ok(QueryPlan {
+            site_id: site.site_id,
+            echo_site_id: req.site_id.clone(),
+            echo_filters: req.filters.clone().unwrap_or(Value::Array(Vec::new())),
+            zone,
+            query,
+            dimensions,
+            range,
+            time_labels,
+            comparison,
+            order,
+            source,
+            settings,
+            main,
+            total_rows,
+        })
+    }
+}
+
+/// The columns of every statement's rows.
+fn columns(metrics: &[Metric], dimensions: usize) -> Vec<String> {
+    (0..dimensions)
+        .map(|i| format!("d{i}"))
+        .chain(metrics.iter().map(|m| m.name().to_string()))
+        .collect()
+}
+
+fn column_of(key: OrderKey) -> String {
+    match key {
+        OrderKey::Metric(m) => m.name().to_string(),
+        OrderKey::Dimension(i) => format!("d{i}"),
+    }
+}
+
+/// The order asked for, else time ascending or the first metric descending (Plausible's
+/// default), then every dimension not yet in it, ascending: rows never tie, so pages do
+/// not overlap or skip.
+fn resolve_order(query: &Query, dimensions: &[Dimension]) -> Vec<(OrderKey, Direction)> {
+    let mut order = query.order_by.clone();
+    if order.is_empty() {
+        match dimensions.iter().position(Dimension::is_time) {
+            Some(i) => order.push((OrderKey::Dimension(i), Direction::Asc)),
+            None => order.push((OrderKey::Metric(query.metrics[0]), Direction::Desc)),
+        }
+    }
+    for i in 0..dimensions.len() {
+        if !order.iter().any(|(k, _)| *k == OrderKey::Dimension(i)) {
+            order.push((OrderKey::Dimension(i), Direction::Asc));
+        }
+    }
+    order
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Comparison {
+    pub(crate) range: TimeRange,
+    pub(crate) labels: Option<Vec<String>>,
+}
+
+/// A planned query: the statements to run, and what [`crate::respond`] needs to turn
+/// their rows into the response.
+///
+/// Run [`QueryPlan::main`], then [`QueryPlan::total_rows`] if there is one, then, with
+/// the main rows, [`QueryPlan::comparison`] if there is one.
+#[derive(Debug, Clone)]
+pub struct QueryPlan {
+    pub(crate) site_id: u32,
+    pub(crate) echo_site_id: Value,
+    pub(crate) echo_filters: Value,
+    pub(crate) zone: Zone,
+    pub(crate) query: Query,
+    /// `time` resolved to its bucket.
+    pub(crate) dimensions: Vec<Dimension>,
+    pub(crate) range: TimeRange,
+    pub(crate) time_labels: Option<Vec<String>>,
+    pub(crate) comparison: Option<Comparison>,
+    pub(crate) order: Vec<(OrderKey, Direction)>,
+    source: Arc<dyn Source>,
+    settings: Vec<(&'static str, String)>,
+    main: Statement,
+    total_rows: Option<Statement>,
+}
+
+/// Past this many bytes of SQL a statement raises ClickHouse's `max_query_size` (256 KiB
+/// by default) for itself: a comparison restricted to 10,000 long rows is large.
+const DEFAULT_MAX_QUERY_SIZE: usize = 256 * 1024;
+
+impl QueryPlan {
+    /// The page of rows.
+    pub fn main(&self) -> &Statement {
+        &self.main
+    }
+
+    /// How many rows the query has in all (`include.total_rows`): one row, one column.
+    pub fn total_rows(&self) -> Option<&Statement> {
+        self.total_rows.as_ref()
+    }
+
+    /// Whether the query asked for comparisons (then [`Self::comparison`] gives the
+    /// statement once the main rows are known).
+    pub fn wants_comparison(&self) -> bool {
+        self.comparison.is_some()
+    }
+
+    /// The comparison's rows: the same query over the comparison range, restricted to the
+    /// main rows' values of the dimensions that are not time (time buckets are matched by
+    /// their position). `None` when no comparison was asked for, or when there is nothing
+    /// to compare (dimensions and no main row).
+    pub fn comparison(&self, main_rows: &[Row]) -> Option<Statement> {
+        let comparison = self.comparison.as_ref()?;
+        let keyed: Vec<usize> = (0..self.dimensions.len())
+            .filter(|i| !self.dimensions[*i].is_time())
+            .collect();
+        if !self.dimensions.is_empty() && main_rows.is_empty() {
+            return None;
+        }
+        let restriction = (!keyed.is_empty()).then(|| {
+            let mut values: Vec<Vec<String>> = Vec::new();
+            for row in main_rows {
+                let v: Vec<String> = keyed.iter().map(|i| row.dimensions[*i].clone()).collect();
+                if !values.contains(&v) {
+                    values.push(v);
+                }
+            }
+            Restriction {
+                dimensions: keyed,
+                values,
+            }
+        });
+        let spec = Spec {
+            site_id: self.site_id,
+            zone: &self.zone,
+            range: &comparison.range,
+            metrics: &self.query.metrics,
+            dimensions: &self.dimensions,
+            filters: &self.query.filters,
+            restriction: restriction.as_ref(),
+        };
+        let relation = self.source.select(&spec);
+        let mut settings = self.settings.clone();
+        let size = relation.text().len()
+            + relation
+                .binds()
+                .iter()
+                .map(|b| b.literal().len())
+                .sum::<usize>();
+        if size > DEFAULT_MAX_QUERY_SIZE / 2 {
+            settings.push(("max_query_size", (size * 2).to_string()));
+        }
+        Some(Statement::new(
+            "stats_comparison",
+            relation,
+            columns(&self.query.metrics, self.dimensions.len()),
+            settings,
+        ))
+    }
+
+    /// The name of the source that answers the query.
+    pub fn source(&self) -> &'static str {
+        self.source.name()
+    }
+
+    /// The validated query.
+    pub fn query(&self) -> &Query {
+        &self.query
+    }
+
+    /// The resolved range, `[start, end)` in epoch seconds.
+    pub fn range(&self) -> &TimeRange {
+        &self.range
+    }
+
+    /// The comparison's range, when one was asked for.
+    pub fn comparison_range(&self) -> Option<&TimeRange> {
+        self.comparison.as_ref().map(|c| &c.range)
+    }
+
+    /// The time buckets' labels, with a time dimension.
+    pub fn time_labels(&self) -> Option<&[String]> {
+        self.time_labels.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::sql;
+    use crate::test_support::{planned, request, NOW};
+    use serde_json::json;
+
+    fn row(dims: &[&str], metrics: &[f64]) -> Row {
+        Row {
+            dimensions: dims.iter().map(|d| d.to_string()).collect(),
+            metrics: metrics.to_vec(),
+        }
+    }
+
+    fn order_of(p: &QueryPlan) -> String {
+        let sql = &p.main().sql;
+        sql[sql.rfind(" ORDER BY ").unwrap() + 10..].to_string()
+    }
+
+    #[test]
+    fn default_order_is_time_or_the_first_metric_then_every_dimension() {
+        let p = planned(
+            json!({"metrics": ["pageviews", "visitors"], "dimensions": ["event:page", "visit:country"]}),
+            "UTC",
+        );
+        assert_eq!(
+            order_of(&p),
+            "pageviews DESC, d0 ASC, d1 ASC LIMIT 0, 10000"
+        );
+        let p = planned(json!({"dimensions": ["visit:country", "time:day"]}), "UTC");
+        assert_eq!(order_of(&p), "d1 ASC, d0 ASC LIMIT 0, 10000");
+        let p = planned(
+            json!({"dimensions": ["visit:country", "time"], "order_by": [["visitors", "asc"], ["time", "desc"]],
+                   "pagination": {"limit": 5, "offset": 15}}),
+            "UTC",
+        );
+        assert_eq!(order_of(&p), "visitors ASC, d1 DESC, d0 ASC LIMIT 15, 5");
+        let p = planned(json!({}), "UTC");
+        assert_eq!(order_of(&p), "visitors DESC LIMIT 0, 10000");
+    }
+
+    #[test]
+    fn total_rows_counts_the_groups_without_the_page() {
+        let p = planned(
+            json!({"dimensions": ["event:page"], "include": {"total_rows": true}, "pagination": {"limit": 1}}),
+            "UTC",
+        );
+        let total = p.total_rows().unwrap();
+        assert_eq!(total.name, "stats_total_rows");
+        assert_eq!(total.columns, ["total_rows"]);
+        let relation = p.main().sql.strip_prefix("SELECT * FROM (").unwrap();
+        let relation = &relation[..relation.rfind(") ORDER BY").unwrap()];
+        assert_eq!(
+            total.sql,
+            format!("SELECT count() AS total_rows FROM ({relation})")
+        );
+        assert_eq!(total.binds, p.main().binds);
+        assert!(planned(json!({}), "UTC").total_rows().is_none());
+    }
+
+    #[test]
+    fn a_comparison_reads_the_main_rows_values_over_its_own_range() {
+        let p = planned(
+            json!({"dimensions": ["visit:country", "time:day", "event:page"], "include": {"comparisons": {"mode": "previous_period"}}}),
+            "UTC",
+        );
+        assert!(p.wants_comparison());
+        // March 2024 against the 31 days before: 2024-01-30 … 2024-02-29.
+        let r = p.comparison_range().unwrap();
+        assert_eq!((r.start, r.end), (1_706_572_800, 1_709_251_200));
+        let main = [
+            row(&["DE", "2024-03-01", "/"], &[3.0]),
+            row(&["DE", "2024-03-02", "/"], &[1.0]),
+            row(&["", "2024-03-02", "/a"], &[1.0]),
+        ];
+        let st = p.comparison(&main).unwrap();
+        assert_eq!(st.name, "stats_comparison");
+        assert_eq!(st.columns, ["d0", "d1", "d2", "visitors"]);
+        let sql = st.inline();
+        assert!(
+            sql.contains(
+                "timestamp >= toDateTime(1706572800) AND timestamp < toDateTime(1709251200)"
+            ),
+            "{sql}"
+        );
+        // The non-time dimensions' distinct values, once each; time is matched by position.
+        assert!(
+            sql.contains(
+                "WHERE (s_country, pathname) IN (('DE', '/'), ('', '/a')) GROUP BY d0, d1, d2"
+            ),
+            "{sql}"
+        );
+        assert!(!sql.contains("ORDER BY") && !sql.contains("LIMIT"), "{sql}");
+        // With dimensions and no main row there is nothing to compare.
+        assert!(p.comparison(&[]).is_none());
+        assert!(planned(json!({"dimensions": ["event:page"]}), "UTC")
+            .comparison(&main)
+            .is_none());
+    }
+
+    #[test]
+    fn a_comparison_by_time_only_or_without_dimensions_is_unrestricted() {
+        let p = planned(
+            json!({"dimensions": ["time"], "include": {"comparisons": {"mode": "year_over_year"}}}),
+            "UTC",
+        );
+        let st = p.comparison(&[row(&["2024-03-01"], &[1.0])]).unwrap();
+        assert!(!st.sql.contains(" IN ("), "{}", st.sql);
+        assert!(
+            st.inline().contains("timestamp >= toDateTime(1677628800)"),
+            "2023-03-01"
+        );
+        let p = planned(
+            json!({"metrics": ["visits"], "include": {"comparisons": {"mode": "previous_period"}}}),
+            "UTC",
+        );
+        let st = p.comparison(&[]).unwrap();
+        assert_eq!(st.columns, ["visits"]);
+    }
+
+    #[test]
+    fn a_long_comparison_raises_max_query_size_for_itself() {
+        let p = planned(
+            json!({"dimensions": ["event:page"], "include": {"comparisons": {"mode": "previous_period"}}}),
+            "UTC",
+        );
+        let long: Vec<Row> = (0..200)
+            .map(|i| row(&[&format!("/{i}/{}", "x".repeat(2000))], &[1.0]))
+            .collect();
+        let st = p.comparison(&long).unwrap();
+        let size: usize = st
+            .settings
+            .iter()
+            .find(|(k, _)| *k == "max_query_size")
+            .unwrap()
+            .1
+            .parse()
+            .unwrap();
+        assert!(size > st.inline().len(), "{size}");
+        let short = p.comparison(&long[..1]).unwrap();
+        assert!(short.settings.iter().all(|(k, _)| *k != "max_query_size"));
+    }
+
+    /// A source that answers only queries without dimensions, as a rollup of totals might.
+    #[derive(Debug)]
+    struct Totals;
+
+    impl Source for Totals {
+        fn name(&self) -> &'static str {
+            "totals"
+        }
+        fn covers(&self, spec: &Spec) -> bool {
+            spec.dimensions.is_empty() && spec.filters.is_empty()
+        }
+        fn select(&self, spec: &Spec) -> Sql {
+            let mut s = sql("SELECT sum(v) AS visitors FROM rollup WHERE site_id = ");
+            s.bind_uint(u64::from(spec.site_id));
+            s
+        }
+    }
+
+    #[test]
+    fn a_source_answers_what_it_covers_and_the_exact_one_the_rest() {
+        let planner = Planner::default()
+            .with_source(Arc::new(Totals))
+            .with_max_execution_time(5);
+        let site = SiteContext::utc(1);
+        let p = planner.plan(&request(json!({})), &site, NOW).unwrap();
+        assert_eq!(p.source(), "totals");
+        assert_eq!(
+            p.main().inline(),
+            "SELECT * FROM (SELECT sum(v) AS visitors FROM rollup WHERE site_id = 1) ORDER BY visitors DESC LIMIT 0, 10000"
+        );
+        assert_eq!(p.main().settings, [("max_execution_time", "5".to_string())]);
+        let p = planner
+            .plan(&request(json!({"dimensions": ["event:page"]})), &site, NOW)
+            .unwrap();
+        assert_eq!(p.source(), "events");
+    }
+
+    #[test]
+    fn the_plan_exposes_what_it_resolved() {
+        let p = planned(
+            json!({"dimensions": ["time"], "include": {"time_labels": true}}),
+            "Europe/Berlin",
+        );
+        assert_eq!(p.time_labels().unwrap().len(), 31);
+        assert_eq!(p.range().first_date.to_string(), "2024-03-01");
+        assert_eq!(p.query().metrics, [Metric::Visitors]);
+        assert!(p.comparison_range().is_none());
+    }
+}
