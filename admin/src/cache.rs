@@ -21,6 +21,24 @@ pub async fn connect(url: &str) -> Result<redis::aio::MultiplexedConnection, Adm
     Ok(conn)
 }
 
+/// Deletes what ingest counted of a user's profile for its caps (`cache::profile_traits`)
+/// once their erasure is recorded: the sets hold hashes of their trait names and
+/// anonymous ids. Best effort: an unreachable Redis leaves the counts, which name no one
+/// (hashes under a hash of the user id), and is said in the log.
+pub async fn forget_profile(url: &str, site_id: u32, user_id: &str) {
+    let result = async {
+        let mut conn = connect(url).await?;
+        let keys = cache::profile_entries(site_id, user_id);
+        conn.del::<_, ()>(&keys[..])
+            .await
+            .map_err(|e| AdminError::Unavailable(format!("Redis at {url} ({e})")))
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::warn!(error = %e, site_id, "the erased user's profile counts were not deleted from Redis");
+    }
+}
+
 /// Deletes and announces twice, a second apart: an ingest whose registry read began
 /// before the revocation was written could otherwise put the stale answer back into
 /// Redis just after the first delete.

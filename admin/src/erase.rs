@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 pub async fn request(
     db: &Db,
+    redis_url: &str,
     site_id: u32,
     (kind, subject): (SubjectKind, String),
     suppress: bool,
@@ -42,6 +43,7 @@ pub async fn request(
             }
         }
     };
+    crate::cache::forget_profile(redis_url, site_id, &subject).await;
     eprintln!(
         "erase: request {} recorded; the enricher erases it in the next seconds",
         receipt.request_id

@@ -221,11 +221,29 @@ enum SitesCommand {
         /// Days events are kept; 0 keeps them for ever.
         #[arg(long)]
         retention_days: Option<u32>,
+        /// `on` or `off`: whether the site takes keyless requests (the tracking script,
+        /// from its domains). Off, only requests with an API key are taken.
+        #[arg(long, value_parser = on_off)]
+        browser_path: Option<bool>,
+        /// `on` or `off` (the default): whether keyless identify calls are taken from the
+        /// site's domains. On lets any visitor of its pages set a user's traits (never
+        /// those a server set with its key) and claim anonymous ids.
+        #[arg(long, value_parser = on_off)]
+        browser_identify: Option<bool>,
     },
     /// Delete a site: its events stay, tracking for it stops (404).
     Delete {
         site_id: u32,
     },
+}
+
+/// A switch given as `on` or `off` (`true` and `false` are taken too).
+fn on_off(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        other => Err(format!("{other:?}: use on or off")),
+    }
 }
 
 #[derive(Subcommand)]
@@ -345,7 +363,8 @@ async fn run(command: Command) -> Result<Value, AdminError> {
                 }
             };
             let site = site_id.expect("clap requires --site");
-            return erase::request(&db, site, subject, suppress, wait, timeout).await;
+            let redis_url = AdminConfig::from_env()?.redis_url;
+            return erase::request(&db, &redis_url, site, subject, suppress, wait, timeout).await;
         }
         Command::Export {
             site_id,
@@ -458,12 +477,16 @@ async fn run(command: Command) -> Result<Value, AdminError> {
                 domains,
                 allow_subdomains,
                 retention_days,
+                browser_path,
+                browser_identify,
             } => {
                 let changes = rivulet_common::registry::SiteChanges {
                     name,
                     domains: (!domains.is_empty()).then_some(domains),
                     allow_subdomains,
                     retention_days,
+                    browser_path,
+                    browser_identify,
                 };
                 Ok(output::site(&ops.update_site(site_id, &changes).await?))
             }

@@ -25,6 +25,8 @@ pub fn site(s: &Site) -> Value {
         "domains": s.domains(),
         "allow_subdomains": s.allow_subdomains == 1,
         "retention_days": s.retention_days,
+        "browser_path": s.browser_path(),
+        "browser_identify": s.browser_identify == 1,
     })
 }
 

@@ -17,6 +17,8 @@ struct TraitValue {
     latest: String,
     is_removed: u8,
     updated_ms: u64,
+    /// 1 when a keyed write set it (its value is then the keyed one).
+    keyed: u8,
 }
 
 #[derive(Row, Deserialize)]
@@ -48,9 +50,15 @@ pub struct Profile {
     pub user_id: String,
     /// Each trait's latest value, as JSON, by name (removed ones left out).
     pub traits: Map<String, Value>,
-    /// When a trait was last set or removed (epoch ms), 0 if never.
+    /// When a trait was last set or removed (epoch ms, server time), 0 if never.
     pub traits_updated_ms: u64,
-    /// The anonymous ids this user claimed (identify).
+    /// The traits only keyless calls (the browser path) set: what any visitor of the
+    /// site's pages could have sent.
+    pub keyless_traits: Vec<String>,
+    /// Whether the profile holds more traits or anonymous ids than a query returns
+    /// (`queries::PROFILE_LIST_LIMIT`).
+    pub truncated: bool,
+    /// The anonymous ids this user owns (identify).
     pub aliases: Vec<String>,
     /// Epoch seconds; `None` without events.
     pub first_seen: Option<u32>,
@@ -82,10 +90,12 @@ pub async fn profile(db: &Db, site_id: u32, user_id: &str) -> Result<Profile, Ad
         .fetch_all()
         .await
         .map_err(ch)?;
-    let aliases: Vec<String> = db
+    let mut aliases: Vec<String> = db
         .client
         .query(queries::ALIASES_OF_USER)
         .bind(site_id)
+        .bind(site_id)
+        .bind(user_id)
         .bind(user_id)
         .fetch_all()
         .await
@@ -97,6 +107,8 @@ pub async fn profile(db: &Db, site_id: u32, user_id: &str) -> Result<Profile, Ad
         .bind(site_id)
         .bind(user_id)
         .bind(site_id)
+        .bind(site_id)
+        .bind(user_id)
         .bind(user_id)
         .fetch_one()
         .await
@@ -107,10 +119,15 @@ pub async fn profile(db: &Db, site_id: u32, user_id: &str) -> Result<Profile, Ad
         .bind(site_id)
         .bind(user_id)
         .bind(site_id)
+        .bind(site_id)
+        .bind(user_id)
         .bind(user_id)
         .fetch_all()
         .await
         .map_err(ch)?;
+    let limit = queries::PROFILE_LIST_LIMIT;
+    let truncated = traits.len() >= limit || aliases.len() >= limit;
+    aliases.truncate(limit - 1);
     if traits.is_empty() && aliases.is_empty() && counts.events == 0 {
         return Err(AdminError::NotFound(format!(
             "site {site_id} has no user {user_id:?}: no event, identify or trait"
@@ -118,8 +135,12 @@ pub async fn profile(db: &Db, site_id: u32, user_id: &str) -> Result<Profile, Ad
     }
     let mut profile = Map::new();
     let mut updated = 0;
-    for t in &traits {
+    let mut keyless_traits = Vec::new();
+    for t in traits.iter().take(limit - 1) {
         updated = updated.max(t.updated_ms);
+        if t.keyed == 0 && t.is_removed == 0 {
+            keyless_traits.push(t.name.clone());
+        }
         if t.is_removed == 0 {
             let value = serde_json::from_str(&t.latest).unwrap_or(Value::String(t.latest.clone()));
             profile.insert(t.name.clone(), value);
@@ -131,6 +152,8 @@ pub async fn profile(db: &Db, site_id: u32, user_id: &str) -> Result<Profile, Ad
         user_id: user_id.to_string(),
         traits: profile,
         traits_updated_ms: updated,
+        keyless_traits,
+        truncated,
         aliases,
         first_seen: seen(counts.first_seen),
         last_seen: seen(counts.last_seen),
@@ -150,6 +173,8 @@ impl Profile {
             "user_id": self.user_id,
             "traits": self.traits,
             "traits_updated_at": if self.traits_updated_ms > 0 { rfc3339((self.traits_updated_ms / 1000) as u32) } else { Value::Null },
+            "keyless_traits": self.keyless_traits,
+            "truncated": self.truncated,
             "aliases": self.aliases,
             "first_seen": time(self.first_seen),
             "last_seen": time(self.last_seen),

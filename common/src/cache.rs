@@ -70,6 +70,40 @@ pub fn key_last_used(key_id: &str) -> String {
 
 pub const LAST_USED_RESOLUTION_SECS: u64 = 60;
 
+/// What one user's identify calls have added to their profile, for ingest's caps
+/// (`MAX_TRAITS_PER_USER`, `MAX_ANONYMOUS_IDS_PER_USER`): two sets of 64-bit hashes, of
+/// the trait names and of the anonymous ids. Named by a hash of the user id (Redis never
+/// holds the id itself); erasing the user deletes them (`profile_entries`).
+pub fn profile_traits(site_id: u32, user_id: &str) -> String {
+    format!("rivulet:profile:{site_id}:{}:t", user_digest(user_id))
+}
+
+/// See [`profile_traits`].
+pub fn profile_anonymous_ids(site_id: u32, user_id: &str) -> String {
+    format!("rivulet:profile:{site_id}:{}:a", user_digest(user_id))
+}
+
+/// Both of a user's profile sets, for erasure.
+pub fn profile_entries(site_id: u32, user_id: &str) -> [String; 2] {
+    [
+        profile_traits(site_id, user_id),
+        profile_anonymous_ids(site_id, user_id),
+    ]
+}
+
+fn user_digest(user_id: &str) -> String {
+    use sha2::Digest;
+    hex::encode(&Sha256::digest(user_id.as_bytes())[..16])
+}
+
+/// A member of a profile set: the first 64 bits of a name's SHA-256, as a decimal
+/// integer, which Redis keeps in its compact integer-set encoding.
+pub fn profile_member(name: &str) -> i64 {
+    use sha2::Digest;
+    let d = Sha256::digest(name.as_bytes());
+    i64::from_be_bytes(d[..8].try_into().expect("8 bytes"))
+}
+
 /// Counter from which site ids are allocated.
 pub const SITE_ID_SEQUENCE: &str = "rivulet:site_id_seq";
 

@@ -191,6 +191,8 @@ const ALREADY_EXISTS: &[u32] = &[57, 82];
 const DUPLICATE_COLUMN: &[u32] = &[15, 44];
 /// 286 UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE, on every version.
 const QUORUM_BUSY: &[u32] = &[286];
+/// 60 UNKNOWN_TABLE, on every version.
+const UNKNOWN_TABLE: &[u32] = &[60];
 
 /// A `CREATE TABLE` or `CREATE DATABASE` answered "already exists": a concurrent
 /// `migrate` made it between this one's `IF NOT EXISTS` check and its create.
@@ -203,6 +205,11 @@ pub fn is_already_exists(err: &clickhouse::error::Error) -> bool {
 /// "already exists" on 18.16.
 pub fn is_duplicate_column(err: &clickhouse::error::Error) -> bool {
     is_server_error(err, DUPLICATE_COLUMN) && err.to_string().contains("already exists")
+}
+
+/// A statement named a table that does not exist.
+pub fn is_unknown_table(err: &clickhouse::error::Error) -> bool {
+    is_server_error(err, UNKNOWN_TABLE)
 }
 
 /// A quorum insert refused because another one into the table is still waiting for its

@@ -177,10 +177,15 @@ pub struct Preset {
     pub is_bot: Option<u8>,
 }
 
+/// The `key_id` of a message sent without an API key (ingest's browser path, whose only
+/// credential is an `Origin` header): its writes rank below any made with a key.
+pub const KEYLESS_KEY_ID: &str = "browser";
+
 /// The Kafka message of `POST /api/identify` on `events.raw` (JSON, `"v":1`,
-/// `"kind":"identify"`): `anonymous_id` becomes an alias of `user_id`, and `traits` (a
-/// JSON object; a null value removes the trait) merge into the user's profile by
-/// `timestamp`, latest wins. It has no `type`, so it never reads as a [`RawEvent`].
+/// `"kind":"identify"`): `anonymous_id` becomes claimed by `user_id`, and `traits` (a
+/// JSON object; a null value removes the trait) merge into the user's profile. Which
+/// write wins is decided by `key_id` (keyed before keyless) and `received_at`, never by
+/// the client's `timestamp`. It has no `type`, so it never reads as a [`RawEvent`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IdentifyMessage<S = String> {
     pub v: u32,

@@ -155,10 +155,12 @@ pub async fn request_erasure(
     check_subject(kind, subject)?;
     let mut ids = vec![(IdKind::UserId, subject.to_string())];
     if kind == SubjectKind::UserId {
-        // The person as a whole: the anonymous ids they claimed (identify).
+        // The person as a whole: every anonymous id they claimed (identify), whether
+        // their claim won or lost. The runner adds those claimed later and those their
+        // own events link to them (the enricher's lifecycle).
         let aliases: Vec<String> = db
             .client
-            .query(queries::ALIASES_OF_USER)
+            .query(queries::CLAIMS_OF_USER)
             .bind(site_id)
             .bind(subject)
             .fetch_all()
@@ -214,7 +216,7 @@ pub async fn request_erasures(
             rest = tail;
             let rows: Vec<(String, String)> = db
                 .client
-                .query(queries::ALIASES_OF_USERS)
+                .query(queries::CLAIMS_OF_USERS)
                 .bind(site_id)
                 .bind(chunk)
                 .fetch_all()
@@ -296,6 +298,32 @@ fn new_request(
         version: now * 1000,
     };
     (ledger, receipt)
+}
+
+/// Adds ids to requests already recorded (the runner: claims made since, and anonymous
+/// ids a person's events link to them): ledger rows under each request's id and time,
+/// so that every reader drops their events as it does the request's first ids.
+pub async fn extend_requests(
+    db: &Db,
+    added: &[(&Receipt, IdKind, String)],
+) -> Result<(), CommonError> {
+    if added.is_empty() {
+        return Ok(());
+    }
+    let now = now_ms();
+    let rows: Vec<LedgerRow> = added
+        .iter()
+        .map(|(r, kind, id)| LedgerRow {
+            site_id: r.site_id,
+            id_kind: kind.as_str().to_string(),
+            id: id.clone(),
+            erased_at_ms: r.requested_at_ms,
+            request_id: r.request_id.clone(),
+            suppress: r.suppress,
+            added_at_ms: now,
+        })
+        .collect();
+    write_ledger(db, &rows).await
 }
 
 /// Writes a version of a receipt. Receipts and the ledger are written with the events'

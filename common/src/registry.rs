@@ -12,7 +12,7 @@ use crate::CommonError;
 use clickhouse::Row;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Row, Serialize, Deserialize)]
 pub struct Site {
     pub site_id: u32,
     pub domain: String,
@@ -30,9 +30,19 @@ pub struct Site {
     pub allow_subdomains: u8,
     /// Days a site's events are kept; 0 keeps them for ever.
     pub retention_days: u32,
+    /// 1 when the site takes no keyless requests (the browser path): only API keys.
+    pub browser_path_off: u8,
+    /// 1 when keyless `POST /api/identify` calls are taken from the site's domains (off
+    /// unless turned on: a keyless call is anyone who sends the `Origin` header).
+    pub browser_identify: u8,
 }
 
 impl Site {
+    /// Whether the site takes keyless requests from its domains.
+    pub fn browser_path(&self) -> bool {
+        self.browser_path_off == 0
+    }
+
     /// The domains the site accepts browser events from.
     pub fn domains(&self) -> Vec<String> {
         if self.domain_list.is_empty() {
@@ -51,6 +61,10 @@ pub struct SiteChanges {
     pub domains: Option<Vec<String>>,
     pub allow_subdomains: Option<bool>,
     pub retention_days: Option<u32>,
+    /// Whether keyless requests are taken at all.
+    pub browser_path: Option<bool>,
+    /// Whether keyless identify calls are taken.
+    pub browser_identify: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
@@ -164,8 +178,7 @@ impl Registry {
             deleted: 0,
             version: next_version(),
             domain_list: vec![domain],
-            allow_subdomains: 0,
-            retention_days: 0,
+            ..Site::default()
         };
         self.write_site(&site).await?;
         Ok(site)
@@ -199,6 +212,12 @@ impl Registry {
                 )));
             }
             site.retention_days = days;
+        }
+        if let Some(on) = changes.browser_path {
+            site.browser_path_off = u8::from(!on);
+        }
+        if let Some(on) = changes.browser_identify {
+            site.browser_identify = u8::from(on);
         }
         site.version = next_version();
         self.write_site(&site).await?;

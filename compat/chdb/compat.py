@@ -473,8 +473,8 @@ ROW_KEYS = {
     "api_keys": ("key_id", "version"),
     "schema_migrations": ("version",),
     "secrets": ("name", "value"),
-    "person_aliases": ("site_id", "anonymous_id", "user_id"),
-    "person_traits": ("site_id", "user_id", "name", "set_at_ms"),
+    "person_claims": ("site_id", "anonymous_id", "user_id", "rank"),
+    "person_trait_values": ("site_id", "user_id", "name", "trusted", "received_at_ms"),
     "erasure_requests": ("request_id", "version"),
     "erasure_ledger": ("site_id", "id_kind", "id", "request_id"),
     "retention_runs": ("site_id", "ran_at"),
@@ -485,9 +485,9 @@ ROW_KEYS = {
 VERSIONED = {
     "sites": (("site_id",), "version"),
     "api_keys": (("key_id",), "version"),
-    # The first claim of an anonymous id has the highest version.
-    "person_aliases": (("site_id", "anonymous_id"), "version"),
-    "person_traits": (("site_id", "user_id", "name"), "set_at_ms"),
+    # The strongest claim of each (anonymous id, user) has the highest rank.
+    "person_claims": (("site_id", "anonymous_id", "user_id"), "rank"),
+    "person_trait_values": (("site_id", "user_id", "name", "trusted"), "received_at_ms"),
     "erasure_requests": (("request_id",), "version"),
     "retention_runs": (("site_id",), "ran_at"),
 }

@@ -16,7 +16,7 @@ use rivulet_common::privacy::{IdKind, LedgerRow, Receipt, State, SubjectKind};
 use rivulet_common::registry::{KeyRecord, Site};
 use rivulet_common::schema::events::EventRow;
 use rivulet_common::schema::migrations::{SecretRow, KEY_CACHE_MAC_SECRET};
-use rivulet_common::schema::people::{identify_rows, AliasRow, TraitRow};
+use rivulet_common::schema::people::{self, identify_rows, ClaimRow, TraitRow};
 use rivulet_enricher::lifecycle::RetentionRun;
 use uuid::Uuid;
 
@@ -79,9 +79,9 @@ impl Rng {
     }
 }
 
-/// The rows one identify call writes (`people::identify_rows`): its alias, if it names
+/// The rows one identify call writes (`people::identify_rows`): its claim, if it names
 /// an anonymous id, and its traits.
-pub type Identify = (Option<AliasRow>, Vec<TraitRow>);
+pub type Identify = (Option<ClaimRow>, Vec<TraitRow>);
 
 /// The rows of every table Rivulet inserts into, in the order they are written.
 pub struct Dataset {
@@ -94,7 +94,7 @@ pub struct Dataset {
     /// Events as the enricher writes them, redelivered duplicates included.
     pub events: Vec<EventRow>,
     /// Identify's rows, one identify call each, in the order written: each is a batch
-    /// of the enricher (its aliases in one insert, its traits in another); a retried
+    /// of the enricher (its claims in one insert, its traits in another); a retried
     /// identify writes its rows again.
     pub identifies: Vec<Identify>,
     /// Every version of every erasure receipt, in the order written (one insert each).
@@ -111,14 +111,14 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// Every `person_aliases` row written, in order.
-    pub fn aliases(&self) -> Vec<AliasRow> {
+    /// Every `person_claims` row written, in order.
+    pub fn claims(&self) -> Vec<ClaimRow> {
         self.identifies
             .iter()
             .filter_map(|(a, _)| a.clone())
             .collect()
     }
-    /// Every `person_traits` row written, in order.
+    /// Every `person_trait_values` row written, in order.
     pub fn traits(&self) -> Vec<TraitRow> {
         self.identifies
             .iter()
@@ -153,6 +153,8 @@ fn registry(rng: &mut Rng, now: u32) -> (Vec<Site>, Vec<KeyRecord>) {
         domain_list: vec![domain.into(), format!("www.{domain}")],
         allow_subdomains: u8::from(site_id == 1),
         retention_days: if site_id == 3 { 400 } else { 0 },
+        browser_path_off: u8::from(site_id == 3),
+        browser_identify: u8::from(site_id == 1),
     };
     let mut renamed = site(
         2,
@@ -683,12 +685,12 @@ fn secrets(rng: &mut Rng, now: u32) -> Vec<SecretRow> {
         .collect()
 }
 
-/// Identify calls (site, user, anonymous id, traits, seconds before now), as the
-/// enricher turns them into rows (`people::identify_rows`): users 0 and 1 of site 1
+/// Identify calls (site, user, anonymous id, traits, seconds before now, with a key), as
+/// the enricher turns them into rows (`people::identify_rows`): users 0 and 1 of site 1
 /// ("alice", "bob") and user 0 of site 2 ("carol"), ids their events carry.
 fn people(now: u32) -> (Vec<Identify>, Vec<String>) {
     let (alice, bob, carol) = (user_id(1, 0), user_id(1, 1), user_id(2, 0));
-    type Call<'a> = (u32, &'a str, Option<String>, Option<&'a str>, u32);
+    type Call<'a> = (u32, &'a str, Option<String>, Option<&'a str>, u32, bool);
     let calls: &[Call] = &[
         (
             1,
@@ -696,6 +698,7 @@ fn people(now: u32) -> (Vec<Identify>, Vec<String>) {
             Some(anonymous_id(0)),
             Some(r#"{"plan":"pro","seats":5,"email":"alice@example.com"}"#),
             30 * 3600,
+            true,
         ),
         // The same call again: the enricher retried its batch.
         (
@@ -704,15 +707,17 @@ fn people(now: u32) -> (Vec<Identify>, Vec<String>) {
             Some(anonymous_id(0)),
             Some(r#"{"plan":"pro","seats":5,"email":"alice@example.com"}"#),
             30 * 3600,
+            true,
         ),
         // Alice claims user 7's device first; Bob's later claim of it loses.
-        (1, &alice, Some(anonymous_id(7)), None, 29 * 3600),
+        (1, &alice, Some(anonymous_id(7)), None, 29 * 3600, true),
         (
             1,
             &bob,
             Some(anonymous_id(7)),
             Some(r#"{"plan":"free"}"#),
             28 * 3600,
+            true,
         ),
         (
             1,
@@ -720,6 +725,7 @@ fn people(now: u32) -> (Vec<Identify>, Vec<String>) {
             Some(anonymous_id(1)),
             Some(r#"{"name":"Bøb «B» 🎉","tags":["a","b"],"beta":true}"#),
             27 * 3600,
+            true,
         ),
         // A trait changed and one removed (null).
         (
@@ -728,6 +734,17 @@ fn people(now: u32) -> (Vec<Identify>, Vec<String>) {
             None,
             Some(r#"{"plan":"team","seats":null}"#),
             3 * 3600,
+            true,
+        ),
+        // Without a key, later: it cannot change Alice's plan, sets a trait of its own,
+        // and cannot take Bob's device.
+        (
+            1,
+            &alice,
+            Some(anonymous_id(1)),
+            Some(r#"{"plan":"hacked","role":"admin"}"#),
+            3600,
+            false,
         ),
         // The same anonymous id on another site is another person's.
         (
@@ -736,13 +753,22 @@ fn people(now: u32) -> (Vec<Identify>, Vec<String>) {
             Some(anonymous_id(0)),
             Some(r#"{"lang":"de"}"#),
             5 * 3600,
+            true,
         ),
     ];
     let rows = calls
         .iter()
-        .map(|(site, user, anon, traits, ago)| {
+        .map(|(site, user, anon, traits, ago, trusted)| {
             let at_ms = i64::from(now - ago) * 1000 + 250;
-            identify_rows(*site, user, anon.as_deref(), *traits, at_ms)
+            identify_rows(&people::Identify {
+                site_id: *site,
+                user_id: user,
+                anonymous_id: anon.as_deref(),
+                traits_json: *traits,
+                trusted: *trusted,
+                at_ms,
+                received_at_ms: at_ms + 40,
+            })
         })
         .collect();
     (rows, vec![alice, bob, carol])
@@ -1073,22 +1099,24 @@ mod tests {
         assert!(e.iter().any(|r| r.lcp.is_some() && r.inp.is_none()));
         assert!(e.iter().any(|r| !r.app_version.is_empty()));
 
-        // The tables of migrations 3, 5 and 6 have rows, the same every time.
+        // The tables of migrations 3, 6 and 7 have rows, the same every time.
         assert_eq!(a.identifies, b.identifies);
         assert_eq!(a.receipts, b.receipts);
         assert_eq!(a.ledger, b.ledger);
         assert_eq!(a.retention_runs, b.retention_runs);
         assert_eq!(a.secrets, b.secrets);
-        let (aliases, traits) = (a.aliases(), a.traits());
-        assert!(aliases.len() >= 5 && traits.len() >= 8);
-        // An anonymous id claimed by two users; a retried identify; a removed trait.
-        assert!(aliases
+        let (claims, traits) = (a.claims(), a.traits());
+        assert!(claims.len() >= 6 && traits.len() >= 10);
+        // An anonymous id claimed by two users; a retried identify; a removed trait; a
+        // keyless write.
+        assert!(claims
             .iter()
-            .any(|x| aliases.iter().any(|y| x.anonymous_id == y.anonymous_id
+            .any(|x| claims.iter().any(|y| x.anonymous_id == y.anonymous_id
                 && x.site_id == y.site_id
                 && x.user_id != y.user_id)));
         assert!(a.identifies.windows(2).any(|w| w[0] == w[1]));
         assert!(traits.iter().any(|t| t.removed == 1));
+        assert!(traits.iter().any(|t| t.trusted == 0) && claims.iter().any(|c| c.trusted == 0));
         // The people asked about have events, under their user id or a claimed one.
         for user in &a.people {
             assert!(e.iter().any(|r| &r.user_id == user), "{user}");

@@ -15,7 +15,7 @@ use crate::ledger::{EventIds, Ledger};
 use bytes::Bytes;
 use rivulet_common::event::IdentifyMessage;
 use rivulet_common::schema::events::EventRow;
-use rivulet_common::schema::people::{self, AliasRow, TraitRow};
+use rivulet_common::schema::people::{self, ClaimRow, TraitRow};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -33,31 +33,43 @@ pub struct RowRef {
     end: usize,
 }
 
-/// The rows of `person_aliases` and `person_traits` a batch's identify calls make.
+/// The rows of `person_claims` and `person_trait_values` a batch's identify calls make.
 #[derive(Default)]
 pub struct People {
-    pub aliases: Vec<AliasRow>,
+    pub claims: Vec<ClaimRow>,
     pub traits: Vec<TraitRow>,
 }
 
 impl People {
     pub fn is_empty(&self) -> bool {
-        self.aliases.is_empty() && self.traits.is_empty()
+        self.claims.is_empty() && self.traits.is_empty()
     }
 
     /// The rows of ids the ledger erases.
     fn drop_erased(&mut self, ledger: &Ledger) -> usize {
-        let before = self.aliases.len() + self.traits.len();
-        let at = |site, user: &str, anonymous: &str, ms: u64| {
-            let ms = ms as i64;
-            EventIds::new(site, user, anonymous, ms, ms)
+        let before = self.claims.len() + self.traits.len();
+        let at = |site, user: &str, anonymous: &str, at_ms: u64, received_ms: u64| {
+            EventIds::new(site, user, anonymous, at_ms as i64, received_ms as i64)
         };
-        self.aliases.retain(|a| {
-            !ledger.erases(&at(a.site_id, &a.user_id, &a.anonymous_id, a.claimed_at_ms))
+        self.claims.retain(|c| {
+            !ledger.erases(&at(
+                c.site_id,
+                &c.user_id,
+                &c.anonymous_id,
+                c.claimed_at_ms,
+                c.received_at_ms,
+            ))
         });
-        self.traits
-            .retain(|t| !ledger.erases(&at(t.site_id, &t.user_id, "", t.set_at_ms)));
-        before - self.aliases.len() - self.traits.len()
+        self.traits.retain(|t| {
+            !ledger.erases(&at(
+                t.site_id,
+                &t.user_id,
+                "",
+                t.set_at_ms,
+                t.received_at_ms,
+            ))
+        });
+        before - self.claims.len() - self.traits.len()
     }
 }
 
@@ -112,16 +124,18 @@ impl Batch {
         self.note(partition, offset);
     }
 
-    /// An identify call: its alias and trait rows.
+    /// An identify call: its claim and trait rows, ranked by whether it came with a key.
     pub fn push_identify(&mut self, id: &IdentifyMessage, partition: i32, offset: i64) {
-        let (alias, traits) = people::identify_rows(
-            id.site_id,
-            &id.user_id,
-            id.anonymous_id.as_deref(),
-            id.traits.as_deref(),
-            id.timestamp,
-        );
-        self.people.aliases.extend(alias);
+        let (claim, traits) = people::identify_rows(&people::Identify {
+            site_id: id.site_id,
+            user_id: &id.user_id,
+            anonymous_id: id.anonymous_id.as_deref(),
+            traits_json: id.traits.as_deref(),
+            trusted: id.key_id != people::KEYLESS_KEY_ID,
+            at_ms: id.timestamp,
+            received_at_ms: id.received_at,
+        });
+        self.people.claims.extend(claim);
         self.people.traits.extend(traits);
         self.note(partition, offset);
     }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use rivulet_common::ch::Db;
 use rivulet_common::clickhouse_versions;
 use rivulet_common::schema::events;
-use rivulet_common::schema::people::{self, AliasRow, TraitRow};
+use rivulet_common::schema::people::{self, ClaimRow, TraitRow};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -115,14 +115,14 @@ async fn insert_events(w: &Writer, batch: &mut Pending) {
     }
 }
 
-/// Inserts a batch's alias and trait rows, each table retried until it has them.
+/// Inserts a batch's claim and trait rows, each table retried until it has them.
 async fn insert_people(w: &Writer, people: &People) {
     let (db, health, retry_max) = (&w.db, &w.health, w.retry_max);
     let mut delay = Duration::from_millis(100);
-    for table in [people::ALIASES_TABLE, people::TRAITS_TABLE] {
+    for table in [people::CLAIMS_TABLE, people::TRAITS_TABLE] {
         loop {
             let done = match table {
-                people::ALIASES_TABLE => insert_aliases(db, &people.aliases).await,
+                people::CLAIMS_TABLE => insert_claims(db, &people.claims).await,
                 _ => insert_traits(db, &people.traits).await,
             };
             match done {
@@ -139,11 +139,11 @@ async fn insert_people(w: &Writer, people: &People) {
     }
 }
 
-async fn insert_aliases(db: &Db, rows: &[AliasRow]) -> Result<(), clickhouse::error::Error> {
+async fn insert_claims(db: &Db, rows: &[ClaimRow]) -> Result<(), clickhouse::error::Error> {
     if rows.is_empty() {
         return Ok(());
     }
-    let mut insert = db.client.insert::<AliasRow>(people::ALIASES_TABLE).await?;
+    let mut insert = db.client.insert::<ClaimRow>(people::CLAIMS_TABLE).await?;
     for row in rows {
         insert.write(row).await?;
     }

@@ -16,7 +16,7 @@
 //! is older than their cutoff (the start of the UTC day `retention_days` ago): when every
 //! site has a retention, the months that end before the earliest cutoff are dropped
 //! whole (`DROP PARTITION`, no rewrite), and the rest goes in one
-//! `ALTER … DELETE` for all sites; people's aliases and traits older than the cutoff too.
+//! `ALTER … DELETE` for all sites; people's claims and traits received before the cutoff too.
 //! Each site's run is recorded in `retention_runs`.
 
 use crate::pipeline::Health;
@@ -25,6 +25,7 @@ use rivulet_common::ch::{ChConfig, Db};
 use rivulet_common::clickhouse_versions;
 use rivulet_common::privacy::{self, IdKind, Receipt, State};
 use rivulet_common::registry::{Registry, Site};
+use rivulet_common::schema::people::{CLAIMS_TABLE, TRAITS_TABLE};
 use rivulet_common::schema::queries;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -172,7 +173,7 @@ impl Lifecycle {
             return;
         }
         for node in self.clickhouse.each_node() {
-            for table in [self.local_events(), "person_aliases", "person_traits"] {
+            for table in [self.local_events(), CLAIMS_TABLE, TRAITS_TABLE] {
                 if let Err(e) = self.mark_waiting_partitions(&node, table).await {
                     tracing::warn!(error = %e, table, "quorum markers not written; trying again");
                 }
@@ -204,8 +205,8 @@ impl Lifecycle {
             .await?;
         for partition in partitions_waiting(&mutations_needs(&mutations), &oldest) {
             let insert = match table {
-                "person_aliases" => node.events.query(queries::QUORUM_MARKER_ALIASES),
-                "person_traits" => node.events.query(queries::QUORUM_MARKER_TRAITS),
+                CLAIMS_TABLE => node.events.query(queries::QUORUM_MARKER_CLAIMS),
+                TRAITS_TABLE => node.events.query(queries::QUORUM_MARKER_TRAITS),
                 _ => match month_start(&partition) {
                     Some(day) => node.events.query(queries::QUORUM_MARKER_EVENTS).bind(day),
                     None => continue,
@@ -235,6 +236,7 @@ impl Lifecycle {
         let (from, to) = (first.requested_at_ms, last.requested_at_ms);
         let started = Instant::now();
         tracing::info!(requests = batch.len(), "erasing a batch");
+        let batch = self.with_linked_ids(batch, from, to).await?;
         let running: Vec<Receipt> = batch
             .iter()
             .filter(|r| r.state == State::Pending.as_str())
@@ -244,16 +246,16 @@ impl Lifecycle {
         let counts = self.count_by_request(&batch, from, to).await?;
         let to_secs = to.div_ceil(1000);
         let events_binds = [from, to, from, to, to_secs, to_secs];
-        let aliases_binds = [from, to, from, to, to];
+        let claims_binds = [from, to, from, to, to];
         let traits_binds = [from, to, to];
         let mut rounds = 0;
         let outcome = loop {
             rounds += 1;
             self.mutate(self.local_events(), queries::ERASED_EVENTS, &events_binds)
                 .await?;
-            self.mutate("person_aliases", queries::ERASED_ALIASES, &aliases_binds)
+            self.mutate(CLAIMS_TABLE, queries::ERASED_CLAIMS, &claims_binds)
                 .await?;
-            self.mutate("person_traits", queries::ERASED_TRAITS, &traits_binds)
+            self.mutate(TRAITS_TABLE, queries::ERASED_TRAITS, &traits_binds)
                 .await?;
             metrics::counter!("enricher_erasure_mutations_total").increment(3);
             if !self.mutations_finished().await? {
@@ -263,7 +265,7 @@ impl Lifecycle {
                 ));
             }
             let left = self
-                .rows_left(&events_binds, &aliases_binds, &traits_binds)
+                .rows_left(&events_binds, &claims_binds, &traits_binds)
                 .await?;
             if left == 0 {
                 break Ok(());
@@ -300,6 +302,90 @@ impl Lifecycle {
         );
         metrics::counter!("enricher_erasures_done_total").increment(batch.len() as u64);
         Ok(())
+    }
+
+    /// The batch's requests with the anonymous ids their users are linked to since they
+    /// were recorded: claims made after the request (an identify still in Kafka then),
+    /// lost claims included, and the anonymous ids their own events carry. Each new id
+    /// is written to the ledger under its request, before anything is deleted, so the
+    /// deletes and the readers of the ledger take it as they take the request's first ids.
+    async fn with_linked_ids(
+        &self,
+        mut batch: Vec<Receipt>,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Receipt>, clickhouse::error::Error> {
+        #[derive(Row, Deserialize)]
+        struct Link {
+            site_id: u32,
+            user_id: String,
+            anonymous_id: String,
+        }
+        let mut links: Vec<Link> = Vec::new();
+        for sql in [
+            queries::CLAIMS_OF_ERASED_USERS,
+            queries::LINKED_ANONYMOUS_IDS,
+        ] {
+            let found: Vec<Link> = self
+                .db
+                .client
+                .query(&self.complete(sql, ""))
+                .bind(from)
+                .bind(to)
+                .fetch_all()
+                .await?;
+            links.extend(found);
+        }
+        let mut by_user: HashMap<(u32, &str), Vec<&str>> = HashMap::new();
+        for l in &links {
+            by_user
+                .entry((l.site_id, &l.user_id))
+                .or_default()
+                .push(&l.anonymous_id);
+        }
+        let mut added: Vec<(usize, String)> = Vec::new();
+        for (i, r) in batch.iter_mut().enumerate() {
+            let mut ids: Vec<(String, String)> = serde_json::from_str(&r.ids).unwrap_or_default();
+            let users: Vec<String> = ids
+                .iter()
+                .filter(|(k, _)| k == IdKind::UserId.as_str())
+                .map(|(_, id)| id.clone())
+                .collect();
+            let mut known: HashSet<String> = ids
+                .iter()
+                .filter(|(k, _)| k == IdKind::AnonymousId.as_str())
+                .map(|(_, id)| id.clone())
+                .collect();
+            for user in &users {
+                for anon in by_user
+                    .get(&(r.site_id, user.as_str()))
+                    .into_iter()
+                    .flatten()
+                {
+                    if known.insert(anon.to_string()) {
+                        ids.push((IdKind::AnonymousId.as_str().into(), anon.to_string()));
+                        added.push((i, anon.to_string()));
+                    }
+                }
+            }
+            if added.last().is_some_and(|(j, _)| *j == i) {
+                r.ids = serde_json::to_string(&ids).unwrap_or_else(|_| r.ids.clone());
+            }
+        }
+        if !added.is_empty() {
+            let rows: Vec<(&Receipt, IdKind, String)> = added
+                .into_iter()
+                .map(|(i, anon)| (&batch[i], IdKind::AnonymousId, anon))
+                .collect();
+            tracing::info!(
+                ids = rows.len(),
+                "anonymous ids linked to erased users added to their requests"
+            );
+            privacy::extend_requests(&self.db, &rows)
+                .await
+                .map_err(ch_error)?;
+        }
+        Ok(batch)
     }
 
     /// The rows each request of the batch removes (its user id's and anonymous ids',
@@ -363,15 +449,15 @@ impl Lifecycle {
     async fn rows_left(
         &self,
         events_binds: &[u64],
-        aliases_binds: &[u64],
+        claims_binds: &[u64],
         traits_binds: &[u64],
     ) -> Result<u64, clickhouse::error::Error> {
         let mut left = 0;
         for node in self.clickhouse.each_node() {
             for (table, condition, binds) in [
                 (self.local_events(), queries::ERASED_EVENTS, events_binds),
-                ("person_aliases", queries::ERASED_ALIASES, aliases_binds),
-                ("person_traits", queries::ERASED_TRAITS, traits_binds),
+                (CLAIMS_TABLE, queries::ERASED_CLAIMS, claims_binds),
+                (TRAITS_TABLE, queries::ERASED_TRAITS, traits_binds),
             ] {
                 let sql = self.complete(
                     &format!("SELECT count() FROM {{db}}.{{table}} WHERE {condition}"),
@@ -450,11 +536,11 @@ impl Lifecycle {
                 "retention removed expired events"
             );
         }
-        let (aliases, alias_binds) = per_site(&cutoffs, "claimed_at_ms < ?", |c| c * 1000);
-        let (traits, trait_binds) = per_site(&cutoffs, "set_at_ms < ?", |c| c * 1000);
+        let (claims, claim_binds) = per_site(&cutoffs, "received_at_ms < ?", |c| c * 1000);
+        let (traits, trait_binds) = per_site(&cutoffs, "received_at_ms < ?", |c| c * 1000);
         for (table, condition, binds) in [
-            ("person_aliases", aliases, alias_binds),
-            ("person_traits", traits, trait_binds),
+            (CLAIMS_TABLE, claims, claim_binds),
+            (TRAITS_TABLE, traits, trait_binds),
         ] {
             let mut q = self
                 .db
@@ -658,8 +744,8 @@ mod tests {
             deleted: 0,
             version: 1,
             domain_list: Vec::new(),
-            allow_subdomains: 0,
             retention_days,
+            ..Site::default()
         }
     }
 

@@ -34,6 +34,13 @@ pub enum IngestError {
     /// A browser event (no key) from an origin the site does not list, or for no site.
     #[error("Origin not allowed: send browser events from one of the site's domains, or send an API key")]
     OriginNotAllowed,
+    /// A keyless request for a site whose browser path is off (`sites update N
+    /// --browser-path off`).
+    #[error("This site takes events only with an API key: its browser path is off")]
+    BrowserPathOff,
+    /// A keyless identify call for a site that does not take them (the default).
+    #[error("This site takes identify calls only with an API key: send them from your server, or turn on identify from the browser (rivulet-admin sites update SITE_ID --browser-identify on), which lets any visitor of its pages set traits and claim anonymous ids")]
+    BrowserIdentifyOff,
     #[error("Request body too large: the limit is {0} bytes")]
     TooLarge(usize),
     #[error("Request body not received in time")]
@@ -71,7 +78,9 @@ impl IngestError {
         match self {
             IngestError::InvalidJson(_) | IngestError::InvalidPayload(_) => StatusCode::BAD_REQUEST,
             IngestError::InvalidKey => StatusCode::UNAUTHORIZED,
-            IngestError::OriginNotAllowed => StatusCode::FORBIDDEN,
+            IngestError::OriginNotAllowed
+            | IngestError::BrowserPathOff
+            | IngestError::BrowserIdentifyOff => StatusCode::FORBIDDEN,
             IngestError::SiteNotFound | IngestError::NoRoute => StatusCode::NOT_FOUND,
             IngestError::RateLimited(_)
             | IngestError::EventsRateLimited(_)
@@ -97,6 +106,8 @@ impl IngestError {
             IngestError::BrowserRateLimited(_) => "browser_rate_limited",
             IngestError::TooManyRejections(_) => "too_many_rejections",
             IngestError::OriginNotAllowed => "origin_not_allowed",
+            IngestError::BrowserPathOff => "browser_path_off",
+            IngestError::BrowserIdentifyOff => "browser_identify_off",
             IngestError::TooLarge(_) => "too_large",
             IngestError::BodyTimeout => "body_timeout",
             IngestError::UnsupportedEncoding(_) => "unsupported_encoding",

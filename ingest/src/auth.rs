@@ -65,6 +65,10 @@ pub trait KeyCheck: Send + Sync + 'static {
     /// Whether `api_key` will cost no registry query of its own (held as good, or its
     /// lookup already under way).
     fn knows(&self, api_key: Option<&str>) -> bool;
+    /// Whether `api_key` is a good key by what this process or Redis holds, without a
+    /// registry query: a client address past its rejection limit is still served with
+    /// such a key (a shared address is not refused for its neighbours' guesses).
+    fn cached_good(&self, api_key: Option<&str>) -> impl Future<Output = bool> + Send;
     /// The site; 503 before the site directory was first read.
     fn site(&self, site_id: u32) -> Result<Option<Arc<SiteInfo>>, IngestError>;
     /// Whether an event of these ids must be dropped (an erasure suppressed one).
@@ -83,6 +87,9 @@ impl KeyCheck for Auth {
     }
     fn knows(&self, api_key: Option<&str>) -> bool {
         Auth::knows(self, api_key)
+    }
+    fn cached_good(&self, api_key: Option<&str>) -> impl Future<Output = bool> + Send {
+        Auth::cached_good(self, api_key)
     }
     fn site(&self, site_id: u32) -> Result<Option<Arc<SiteInfo>>, IngestError> {
         Auth::site(self, site_id)
@@ -275,6 +282,25 @@ impl Auth {
             .lock()
             .expect("inflight lock")
             .contains_key(&id)
+    }
+
+    /// Whether `api_key` is good by L1 or Redis alone (never the registry).
+    pub async fn cached_good(&self, api_key: Option<&str>) -> bool {
+        let Some(digest) = api_key.and_then(digest_if_well_formed) else {
+            return false;
+        };
+        if let Some(found) = self.fresh(&digest) {
+            return found.is_some();
+        }
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let hash = &KeyHash::from_digest(&digest);
+        match self.redis_key(&cache::key_entry(hash), hash).await {
+            Some(Some(info)) => {
+                self.cache_key_locally(&digest, Some(info), epoch);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The site, from the directory; 503 before the directory was first read.

@@ -1,5 +1,6 @@
 //! Ingest configuration, read once from the environment (docs/configuration.md).
 
+use crate::profile_caps::ProfileLimits;
 use crate::request_body::Linger;
 use rivulet_common::ch::ChConfig;
 use rivulet_common::client_ip::TrustedProxies;
@@ -35,6 +36,10 @@ pub struct IngestConfig {
     /// `AUTH_FAILURE_BURST=0` disables.
     pub auth_failure_burst: u32,
     pub auth_failures_per_minute: u32,
+    /// `MAX_TRAITS_PER_USER` and `MAX_ANONYMOUS_IDS_PER_USER`, default 1000 each: the
+    /// distinct trait names and anonymous ids identify calls may give one user, counted
+    /// in Redis; past them 400. 0 turns one off.
+    pub profile_limits: ProfileLimits,
     /// `REGISTRY_MAX_CONCURRENT_LOOKUPS`, default 4: registry queries for unknown keys one
     /// ingest runs at once.
     pub registry_max_lookups: usize,
@@ -111,6 +116,10 @@ impl IngestConfig {
             )?,
             auth_failure_burst: config::parse("AUTH_FAILURE_BURST", 20)?,
             auth_failures_per_minute: config::parse("AUTH_FAILURES_PER_MINUTE", 60)?,
+            profile_limits: ProfileLimits {
+                traits: config::parse("MAX_TRAITS_PER_USER", 1_000)?,
+                anonymous_ids: config::parse("MAX_ANONYMOUS_IDS_PER_USER", 1_000)?,
+            },
             registry_max_lookups: config::parse("REGISTRY_MAX_CONCURRENT_LOOKUPS", 4)?,
             site_refresh: config::millis("SITE_DIRECTORY_REFRESH_MS", 30_000)?,
             kafka_ack_timeout: config::millis("KAFKA_ACK_TIMEOUT_MS", 5000)?,

@@ -14,6 +14,7 @@ use crate::event::fields::{self, EventFields, Events, Field, Item};
 use crate::event::identify::{validate_identify, Identify};
 use crate::event::validate::{effective_timestamp, validate_event, ValidationErrors};
 use crate::event::TrackEvent;
+use crate::profile_caps::{self, CapVerdict, ProfileCaps, ProfileWrite};
 use crate::rate_limit::{Limiter, Verdict};
 use crate::request_body::{self, Linger, RequestBody};
 use crate::sink::{Record, Sink, SinkError};
@@ -23,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use metrics::Counter;
-use rivulet_common::client_ip::client_ip;
+use rivulet_common::client_ip::{client_ip, counted_as};
 use rivulet_common::event::{IdentifyMessage, MessageKind, RawEvent, RAW_EVENT_VERSION};
 use rivulet_common::health::{self, Readiness};
 use rivulet_common::kafka::write_message_key;
@@ -41,7 +42,7 @@ static RATE_LIMITED: LazyLock<Counter> =
     LazyLock::new(|| metrics::counter!("ingest_rate_limited_total"));
 
 /// The `key_id` of a browser event's Kafka message: it was sent with no key.
-pub const BROWSER_KEY_ID: &str = "browser";
+pub use rivulet_common::event::KEYLESS_KEY_ID as BROWSER_KEY_ID;
 
 /// Who sent a request, from its socket and headers, borrowed from the request.
 pub(crate) struct Client<'a> {
@@ -218,7 +219,16 @@ async fn admit<S: Backends>(
 ) -> Result<Admitted, IngestError> {
     let ip = client.ip(st);
     if let Err(blocked) = st.failures.check(ip) {
-        return Err(IngestError::TooManyRejections(blocked.0));
+        // A key held as good (in memory or Redis, never a registry query) is served
+        // even from an address past its limit: behind a shared address (NAT), one
+        // client's bad keys must not lock out another's good one.
+        let good = match credential {
+            Credential::Key(key) => st.auth.cached_good(key).await,
+            Credential::Browser => false,
+        };
+        if !good {
+            return Err(IngestError::TooManyRejections(blocked.0));
+        }
     }
     // A key not held in memory may cost a registry query: its token is taken before the
     // lookup, so concurrent unknown keys cannot get more queries than the address has
@@ -238,10 +248,16 @@ async fn admit<S: Backends>(
     };
     match &admitted {
         Err(
-            IngestError::InvalidKey | IngestError::SiteNotFound | IngestError::OriginNotAllowed,
+            IngestError::InvalidKey
+            | IngestError::SiteNotFound
+            | IngestError::OriginNotAllowed
+            | IngestError::BrowserPathOff,
         ) if !ahead => st.failures.record(ip),
         Err(
-            IngestError::InvalidKey | IngestError::SiteNotFound | IngestError::OriginNotAllowed,
+            IngestError::InvalidKey
+            | IngestError::SiteNotFound
+            | IngestError::OriginNotAllowed
+            | IngestError::BrowserPathOff,
         ) => {}
         _ if ahead => st.failures.refund(ip),
         _ => {}
@@ -291,8 +307,13 @@ fn admit_browser<S: Backends>(
     if !site.accepts_host(&host) {
         return Err(IngestError::OriginNotAllowed);
     }
+    if !site.browser_path {
+        return Err(IngestError::BrowserPathOff);
+    }
     *cors = client.origin.cloned();
-    match st.browser_limiter.take((ip, site_id), events) {
+    // One host usually holds a whole IPv6 /64: counted as one client, as the rejection
+    // limit counts it, so that it cannot multiply its budget by its addresses.
+    match st.browser_limiter.take((counted_as(ip), site_id), events) {
         Verdict::Allowed => {}
         Verdict::TooManyRequests | Verdict::TooManyEvents => {
             RATE_LIMITED.increment(1);
@@ -326,7 +347,7 @@ fn raw_event<'a, S: Backends>(
     let ip = ip_address.unwrap_or_else(|| client.ip(st).to_string());
     RawEvent {
         v: RAW_EVENT_VERSION,
-        event_id: ev.event_id.unwrap_or_else(Uuid::now_v7),
+        event_id: stored_event_id(ev.event_id, ev.site_id, who),
         site_id: ev.site_id,
         key_id: Cow::Borrowed(&who.key_id),
         event_type: ev.event_type,
@@ -352,6 +373,27 @@ fn raw_event<'a, S: Backends>(
         feature_flags: ev.feature_flags,
         vitals: ev.vitals,
         preset: None,
+    }
+}
+
+/// Namespace of the ids browser events are stored under (a fixed random UUID).
+const KEYLESS_EVENT_IDS: Uuid = Uuid::from_u128(0x5c1f_0e8a_3b6d_4f27_9a41_d2c8_7e05_b913);
+
+/// The id an event or identify call is stored under: the client's `event_id` when it came
+/// with a key; on the browser path, a UUIDv5 of the site and the client's id, so that a
+/// keyless request can never write under a keyed event's id (and replace it: rows
+/// collapse on the id), while a browser's retry of one event still collapses into one.
+/// Without an id, a new UUIDv7.
+fn stored_event_id(given: Option<Uuid>, site_id: u32, who: &Admitted) -> Uuid {
+    match given {
+        Some(id) if who.browser => {
+            let mut name = [0u8; 20];
+            name[..4].copy_from_slice(&site_id.to_be_bytes());
+            name[4..].copy_from_slice(id.as_bytes());
+            Uuid::new_v5(&KEYLESS_EVENT_IDS, &name)
+        }
+        Some(id) => id,
+        None => Uuid::now_v7(),
     }
 }
 
@@ -522,7 +564,7 @@ async fn track_many<S: Backends>(
             Ok(ev) if suppressed(st, &ev) => {
                 dropped += 1;
                 results.push(Some(BatchItem::Accepted {
-                    event_id: ev.event_id.unwrap_or_else(Uuid::now_v7).to_string(),
+                    event_id: stored_event_id(ev.event_id, site_id, &who).to_string(),
                 }))
             }
             Ok(ev) => {
@@ -650,11 +692,21 @@ async fn identify_one<S: Backends>(
         cors,
     )
     .await?;
+    if who.browser {
+        let takes_identify = st
+            .auth
+            .site(id.site_id)?
+            .is_some_and(|site| site.browser_identify);
+        if !takes_identify {
+            return Err(IngestError::BrowserIdentifyOff);
+        }
+    }
     let ids = [Some(&*id.user_id), id.anonymous_id.as_deref()];
     if st.auth.suppressed(id.site_id, &ids) {
         metrics::counter!("ingest_events_suppressed_total").increment(1);
         return Ok(api::success());
     }
+    within_profile_caps(st, &id).await?;
     let record = identify_record(&id, &who, client, st, now_ms())?;
     if let Err(e) = st.sink.publish(&record).await {
         tracing::warn!(error = %e, "identify not acknowledged by Kafka");
@@ -663,6 +715,48 @@ async fn identify_one<S: Backends>(
         ));
     }
     Ok(api::success())
+}
+
+/// 400 when the call would give its user more traits or anonymous ids than the caps
+/// allow (`profile_caps`); nothing of it is published then.
+async fn within_profile_caps<S: Backends>(
+    st: &AppState<S>,
+    id: &Identify<'_>,
+) -> Result<(), IngestError> {
+    let names = id
+        .traits
+        .as_deref()
+        .map(profile_caps::trait_names)
+        .unwrap_or_default();
+    let anonymous_id = id.anonymous_id.as_deref().filter(|a| !a.is_empty());
+    let verdict = st
+        .caps
+        .admit(ProfileWrite {
+            site_id: id.site_id,
+            user_id: &id.user_id,
+            trait_names: &names,
+            anonymous_id,
+        })
+        .await;
+    let (field, message) = match verdict {
+        CapVerdict::Admitted => return Ok(()),
+        CapVerdict::TooManyTraits(cap) => (
+            "traits",
+            format!(
+                "this user would have more than {cap} traits, the most a user may have (MAX_TRAITS_PER_USER); set fewer new traits or remove some (null)"
+            ),
+        ),
+        CapVerdict::TooManyAnonymousIds(cap) => (
+            "anonymous_id",
+            format!(
+                "this user would have more than {cap} anonymous ids, the most a user may have (MAX_ANONYMOUS_IDS_PER_USER)"
+            ),
+        ),
+    };
+    metrics::counter!("ingest_profile_caps_refused_total", "cap" => field).increment(1);
+    let mut details = ValidationErrors::default();
+    details.field_errors.insert(field.into(), vec![message]);
+    Err(IngestError::InvalidPayload(details))
 }
 
 /// The Kafka message of an identify call, keyed by its user.
@@ -676,7 +770,7 @@ fn identify_record<S: Backends>(
     let msg = IdentifyMessage {
         v: RAW_EVENT_VERSION,
         kind: MessageKind::Identify,
-        event_id: id.event_id.unwrap_or_else(Uuid::now_v7),
+        event_id: stored_event_id(id.event_id, id.site_id, who),
         site_id: id.site_id,
         key_id: &*who.key_id,
         timestamp: effective_timestamp(id.timestamp_ms, received_at),
@@ -705,11 +799,20 @@ fn identify_record<S: Backends>(
 /// site lists (a preflight names no site; the POST that follows is checked against its
 /// own site), with the exact origin and credentials, for `sendBeacon`. Any other origin
 /// gets 403 and no CORS headers, so the browser does not send the POST.
-pub fn preflight<S: Backends>(st: &AppState<S>, headers: &HeaderMap) -> Response {
+///
+/// A refused preflight counts against the client address's rejection limit, as a refused
+/// POST does: probing origins one preflight at a time would otherwise list the domains
+/// Rivulet serves, at no cost.
+pub fn preflight<S: Backends>(st: &AppState<S>, peer: SocketAddr, headers: &HeaderMap) -> Response {
+    let ip = Client::new(peer, headers).ip(st);
+    if let Err(blocked) = st.failures.check(ip) {
+        return IngestError::TooManyRejections(blocked.0).into_response();
+    }
     let origin = headers.get(header::ORIGIN);
     let host = origin.and_then(|o| o.to_str().ok()).and_then(origin_host);
     let allowed = host.is_some_and(|h| st.auth.any_site_accepts(&h).unwrap_or(false));
     let (true, Some(origin)) = (allowed, origin) else {
+        st.failures.record(ip);
         return IngestError::OriginNotAllowed.into_response();
     };
     let mut resp = StatusCode::NO_CONTENT.into_response();

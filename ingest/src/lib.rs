@@ -22,6 +22,8 @@ pub mod last_used;
 #[cfg(feature = "service")]
 pub mod producer;
 #[cfg(feature = "service")]
+pub mod profile_caps;
+#[cfg(feature = "service")]
 pub mod rate_limit;
 #[cfg(feature = "service")]
 pub mod redis_link;

@@ -164,7 +164,9 @@ async fn dispatch<S: Backends, B: RequestBody>(
     let read_only = matches!(*req.method(), Method::GET | Method::HEAD);
     let tracking = matches!(route, Route::Track | Route::TrackBatch | Route::Identify);
     match route {
-        _ if tracking && req.method() == Method::OPTIONS => handlers::preflight(st, req.headers()),
+        _ if tracking && req.method() == Method::OPTIONS => {
+            handlers::preflight(st, peer, req.headers())
+        }
         Route::Track if req.method() == Method::POST => handlers::track(st, peer, req).await,
         Route::TrackBatch if req.method() == Method::POST => {
             handlers::track_batch(st, peer, req).await

@@ -4,6 +4,7 @@
 use crate::auth::{Auth, AuthTtls};
 use crate::config::IngestConfig;
 use crate::failures::{FailureLimit, FailureLimiter};
+use crate::profile_caps::RedisProfileCaps;
 use crate::rate_limit::{Budgets, LocalLimiter, RateLimiter};
 use crate::redis_link::RedisLink;
 use crate::router;
@@ -68,6 +69,7 @@ impl Ingest {
                 },
                 redis.clone(),
             ),
+            caps: Arc::new(RedisProfileCaps::new(cfg.profile_limits, redis.clone())),
             browser_limiter: LocalLimiter::new(Budgets {
                 requests: cfg.browser_rate_limit_per_second,
                 events: cfg.browser_event_rate_limit_per_second,

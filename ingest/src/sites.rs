@@ -28,6 +28,10 @@ pub struct SiteInfo {
     /// Lowercase host names, without scheme or port.
     pub domains: Vec<String>,
     pub allow_subdomains: bool,
+    /// Whether the site takes keyless requests at all (`sites update --browser-path`).
+    pub browser_path: bool,
+    /// Whether it takes keyless identify calls (`sites update --browser-identify`).
+    pub browser_identify: bool,
 }
 
 impl SiteInfo {
@@ -50,6 +54,8 @@ impl From<&Site> for SiteInfo {
             site_id: s.site_id,
             domains: s.domains(),
             allow_subdomains: s.allow_subdomains == 1,
+            browser_path: s.browser_path(),
+            browser_identify: s.browser_identify == 1,
         }
     }
 }
@@ -80,7 +86,13 @@ impl Snapshot {
     fn from_infos(sites: impl IntoIterator<Item = Arc<SiteInfo>>) -> Self {
         let mut snap = Snapshot::default();
         for info in sites {
-            for d in &info.domains {
+            // A site without the browser path answers no preflight.
+            let domains = if info.browser_path {
+                &info.domains[..]
+            } else {
+                &[]
+            };
+            for d in domains {
                 snap.domains.insert(d.clone());
                 if info.allow_subdomains {
                     snap.parent_domains.insert(d.clone());
@@ -261,7 +273,7 @@ mod tests {
             version: 1,
             domain_list: domains.iter().map(|d| d.to_string()).collect(),
             allow_subdomains: u8::from(sub),
-            retention_days: 0,
+            ..Site::default()
         }
     }
 

@@ -17,6 +17,7 @@ use crate::auth::{KeyCheck, KeyInfo};
 use crate::config::IngestConfig;
 use crate::failures::{FailureLimit, FailureLimiter};
 use crate::last_used::LastUsed;
+use crate::profile_caps::{CapVerdict, ProfileCaps, ProfileLimits, ProfileWrite};
 use crate::rate_limit::{Budgets, Limiter, LocalLimiter, Verdict};
 use crate::redis_link::RedisLink;
 use crate::request_body::{Linger, RequestBody};
@@ -34,7 +35,7 @@ use rivulet_common::keys::digest_if_well_formed;
 use rivulet_common::registry::Site;
 use rivulet_common::topology::Topology;
 use serde_json::Value;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,6 +51,47 @@ impl Backends for Doubles {
     type Sink = MemorySink;
     type Keys = Keys;
     type Limiter = Limits;
+    type Caps = MemoryCaps;
+}
+
+/// One user's trait names and anonymous ids, as the caps count them.
+type ProfileSets = (HashSet<String>, HashSet<String>);
+
+/// The profile caps in memory: the same rule as the Redis script, on this process's
+/// sets of names per user.
+#[derive(Default)]
+pub struct MemoryCaps {
+    limits: ProfileLimits,
+    sets: Mutex<HashMap<(u32, String), ProfileSets>>,
+}
+
+impl ProfileCaps for MemoryCaps {
+    fn limits(&self) -> ProfileLimits {
+        self.limits
+    }
+
+    async fn admit(&self, w: ProfileWrite<'_>) -> CapVerdict {
+        let mut sets = self.sets.lock().expect("caps lock");
+        let (traits, anons) = sets.entry((w.site_id, w.user_id.to_string())).or_default();
+        let new = w
+            .trait_names
+            .iter()
+            .filter(|n| !traits.contains(*n))
+            .count();
+        let cap = self.limits.traits as usize;
+        if cap > 0 && new > 0 && traits.len() + new > cap {
+            return CapVerdict::TooManyTraits(self.limits.traits);
+        }
+        let cap = self.limits.anonymous_ids as usize;
+        if let Some(a) = w.anonymous_id {
+            if cap > 0 && !anons.contains(a) && anons.len() + 1 > cap {
+                return CapVerdict::TooManyAnonymousIds(self.limits.anonymous_ids);
+            }
+            anons.insert(a.to_string());
+        }
+        traits.extend(w.trait_names.iter().cloned());
+        CapVerdict::Admitted
+    }
 }
 
 /// One message as it would have gone to Kafka.
@@ -179,6 +221,9 @@ impl KeyCheck for Keys {
     fn knows(&self, api_key: Option<&str>) -> bool {
         api_key.is_some_and(|k| self.keys.contains_key(k))
     }
+    async fn cached_good(&self, api_key: Option<&str>) -> bool {
+        self.knows(api_key)
+    }
     fn site(&self, site_id: u32) -> Result<Option<Arc<SiteInfo>>, IngestError> {
         self.sites
             .site(site_id)
@@ -245,6 +290,7 @@ pub fn config() -> IngestConfig {
         browser_event_rate_limit_per_second: 500,
         auth_failure_burst: 0,
         auth_failures_per_minute: 60,
+        profile_limits: ProfileLimits::default(),
         registry_max_lookups: 4,
         site_refresh: Duration::from_secs(30),
         kafka_ack_timeout: Duration::from_secs(5),
@@ -314,8 +360,21 @@ impl Builder {
             version: 1,
             domain_list: domains.iter().map(|d| d.to_string()).collect(),
             allow_subdomains: u8::from(subdomains),
-            retention_days: 0,
+            ..Site::default()
         });
+        self
+    }
+
+    /// Whether site `site_id` (added before) takes keyless requests and keyless
+    /// identify calls.
+    pub fn browser(mut self, site_id: u32, path: bool, identify: bool) -> Self {
+        let site = self
+            .sites
+            .iter_mut()
+            .find(|s| s.site_id == site_id)
+            .expect("the site was added first");
+        site.browser_path_off = u8::from(!path);
+        site.browser_identify = u8::from(identify);
         self
     }
 
@@ -364,6 +423,10 @@ impl Builder {
                 budgets: self.budgets,
                 refusals: Mutex::default(),
                 asked: Mutex::default(),
+            }),
+            caps: Arc::new(MemoryCaps {
+                limits: cfg.profile_limits,
+                sets: Mutex::default(),
             }),
             browser_limiter: LocalLimiter::new(Budgets {
                 requests: cfg.browser_rate_limit_per_second,

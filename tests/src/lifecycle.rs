@@ -315,15 +315,15 @@ async fn others(db: &Db, site: u32, a: &Erased) -> Others {
         .await,
         aliases: tsv(
             db,
-            "SELECT * FROM person_aliases FINAL WHERE site_id = ? AND user_id != ? \
-             AND anonymous_id != ? ORDER BY anonymous_id",
+            "SELECT * FROM person_claims FINAL WHERE site_id = ? AND user_id != ? \
+             AND anonymous_id != ? ORDER BY anonymous_id, user_id",
             &[site.clone(), user.clone(), anonymous],
         )
         .await,
         traits: tsv(
             db,
-            "SELECT * FROM person_traits FINAL WHERE site_id = ? AND user_id != ? \
-             ORDER BY user_id, name",
+            "SELECT * FROM person_trait_values FINAL WHERE site_id = ? AND user_id != ? \
+             ORDER BY user_id, name, trusted",
             &[site, user],
         )
         .await,
@@ -345,11 +345,11 @@ async fn rows_of_erased(site: u32, a: &Erased) -> Vec<(String, u64)> {
             vec![site.clone(), user.clone(), json!(a.visitor), anonymous.clone()],
         ),
         (
-            "SELECT count() FROM person_aliases WHERE site_id = ? AND (user_id = ? OR anonymous_id = ?)",
+            "SELECT count() FROM person_claims WHERE site_id = ? AND (user_id = ? OR anonymous_id = ?)",
             vec![site.clone(), user.clone(), anonymous],
         ),
         (
-            "SELECT count() FROM person_traits WHERE site_id = ? AND user_id = ?",
+            "SELECT count() FROM person_trait_values WHERE site_id = ? AND user_id = ?",
             vec![site, user],
         ),
     ];
@@ -387,12 +387,12 @@ async fn wait_stored(db: &Db, site: u32, events: usize, aliases: usize, traits: 
         ),
         (
             "aliases",
-            "SELECT count() FROM person_aliases FINAL WHERE site_id = ?",
+            "SELECT count() FROM person_claims FINAL WHERE site_id = ?",
             aliases,
         ),
         (
             "traits",
-            "SELECT count() FROM person_traits FINAL WHERE site_id = ?",
+            "SELECT count() FROM person_trait_values FINAL WHERE site_id = ?",
             traits,
         ),
     ] {
@@ -716,7 +716,7 @@ async fn erasure_mutations(nodes: &[Db]) -> Vec<BTreeSet<(String, String)>> {
             .client
             .query(
                 "SELECT table, mutation_id FROM system.mutations WHERE database = currentDatabase() \
-                 AND table IN ('events', 'events_local', 'person_aliases', 'person_traits') \
+                 AND table IN ('events', 'events_local', 'person_claims', 'person_trait_values') \
                  AND position(command, 'erasure_ledger') > 0",
             )
             .fetch_all()
@@ -771,19 +771,19 @@ pub async fn erasure_burst(people: u64, max_mutations: u64) -> Burst {
         execute(
             &db,
             &format!(
-                "INSERT INTO person_aliases (site_id, anonymous_id, user_id, claimed_at_ms, version) \
+                "INSERT INTO person_claims (site_id, anonymous_id, user_id, trusted, claimed_at_ms, received_at_ms, rank) \
                  SELECT {site}, concat('{prefix}anon-{tag}-', toString(number)), \
-                 concat('{prefix}user-{tag}-', toString(number)), {claimed_ms}, {} FROM numbers({n})",
-                u64::MAX - claimed_ms
+                 concat('{prefix}user-{tag}-', toString(number)), 1, {claimed_ms}, {claimed_ms}, {} FROM numbers({n})",
+                rivulet_common::schema::people::claim_rank(true, claimed_ms)
             ),
         )
         .await;
         execute(
             &db,
             &format!(
-                "INSERT INTO person_traits (site_id, user_id, name, value, removed, set_at_ms) \
-                 SELECT {site}, concat('{prefix}user-{tag}-', toString(number)), 'plan', '\"pro\"', 0, \
-                 {claimed_ms} FROM numbers({n})"
+                "INSERT INTO person_trait_values (site_id, user_id, name, trusted, value, removed, set_at_ms, received_at_ms) \
+                 SELECT {site}, concat('{prefix}user-{tag}-', toString(number)), 'plan', 1, '\"pro\"', 0, \
+                 {claimed_ms}, {claimed_ms} FROM numbers({n})"
             ),
         )
         .await;
@@ -796,7 +796,10 @@ pub async fn erasure_burst(people: u64, max_mutations: u64) -> Burst {
     let kept_events =
         "SELECT count(), sum(cityHash64(toString(event_id), user_id, anonymous_id, pathname)) \
          FROM events FINAL WHERE site_id = ? AND user_id LIKE 'k%'";
-    let people_tables = [("person_aliases", "user_id"), ("person_traits", "user_id")];
+    let people_tables = [
+        ("person_claims", "user_id"),
+        ("person_trait_values", "user_id"),
+    ];
     let kept_before = tsv(&db, kept_events, &s).await;
     assert_eq!(
         number(&db, "SELECT count() FROM events WHERE site_id = ?", &s).await,
@@ -931,7 +934,7 @@ pub async fn erasure_burst(people: u64, max_mutations: u64) -> Burst {
         }),
     );
     println!("figures written to {}", path.display());
-    for table in [local_events(), "person_aliases", "person_traits"] {
+    for table in [local_events(), "person_claims", "person_trait_values"] {
         let n = mutations.get(table).copied().unwrap_or(0);
         assert!(
             (1..=max_mutations).contains(&n),
@@ -979,9 +982,9 @@ async fn fill_days(db: &Db, site: u32, days: u32, per_day: u32) {
     execute(
         db,
         &format!(
-            "INSERT INTO person_aliases (site_id, anonymous_id, user_id, claimed_at_ms, version) \
+            "INSERT INTO person_claims (site_id, anonymous_id, user_id, trusted, claimed_at_ms, received_at_ms, rank) \
              SELECT {site}, concat('anon-day-', toString(number)), concat('user-day-', toString(number)), \
-             {ms}, 18446744073709551615 - {ms} FROM numbers({})",
+             1, {ms}, {ms}, bitOr(toUInt64(4611686018427387904), toUInt64(4611686018427387903) - {ms}) FROM numbers({})",
             days + 1
         ),
     )
@@ -989,8 +992,8 @@ async fn fill_days(db: &Db, site: u32, days: u32, per_day: u32) {
     execute(
         db,
         &format!(
-            "INSERT INTO person_traits (site_id, user_id, name, value, removed, set_at_ms) \
-             SELECT {site}, concat('user-day-', toString(number)), 'plan', '\"pro\"', 0, {ms} \
+            "INSERT INTO person_trait_values (site_id, user_id, name, trusted, value, removed, set_at_ms, received_at_ms) \
+             SELECT {site}, concat('user-day-', toString(number)), 'plan', 1, '\"pro\"', 0, {ms}, {ms} \
              FROM numbers({})",
             days + 1
         ),
@@ -1025,14 +1028,16 @@ async fn holdings(db: &Db, site: u32) -> Holdings {
         .unwrap();
     let (aliases, oldest_alias_ms): (u64, u64) = db
         .client
-        .query("SELECT count(), min(claimed_at_ms) FROM person_aliases FINAL WHERE site_id = ?")
+        .query("SELECT count(), min(received_at_ms) FROM person_claims FINAL WHERE site_id = ?")
         .bind(site)
         .fetch_one()
         .await
         .unwrap();
     let (traits, oldest_trait_ms): (u64, u64) = db
         .client
-        .query("SELECT count(), min(set_at_ms) FROM person_traits FINAL WHERE site_id = ?")
+        .query(
+            "SELECT count(), min(received_at_ms) FROM person_trait_values FINAL WHERE site_id = ?",
+        )
         .bind(site)
         .fetch_one()
         .await
@@ -1201,11 +1206,12 @@ pub async fn retention_by_site() {
                 &cut,
             ),
             (
-                "SELECT count() FROM person_aliases WHERE site_id = ? AND claimed_at_ms < ?".into(),
+                "SELECT count() FROM person_claims WHERE site_id = ? AND received_at_ms < ?".into(),
                 &cut_ms,
             ),
             (
-                "SELECT count() FROM person_traits WHERE site_id = ? AND set_at_ms < ?".into(),
+                "SELECT count() FROM person_trait_values WHERE site_id = ? AND received_at_ms < ?"
+                    .into(),
                 &cut_ms,
             ),
         ] {
@@ -1751,10 +1757,10 @@ pub async fn export_rows(rows: u64, max_rss_mb: u64, artifact: Option<&str>) {
     execute(
         &db,
         &format!(
-            "INSERT INTO person_aliases (site_id, anonymous_id, user_id, claimed_at_ms, version) \
+            "INSERT INTO person_claims (site_id, anonymous_id, user_id, trusted, claimed_at_ms, received_at_ms, rank) \
              SELECT {site}, concat('anon-', toString(number)), concat('owner-', toString(number)), \
-             1000, {} FROM numbers(1000)",
-            u64::MAX - 1000
+             1, 1000, 1000, {} FROM numbers(1000)",
+            rivulet_common::schema::people::claim_rank(true, 1000)
         ),
     )
     .await;

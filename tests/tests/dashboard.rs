@@ -685,6 +685,7 @@ async fn domains_and_retention_change_through_patch_and_the_forms() {
             &[
                 ("csrf", &d.csrf),
                 ("domains", "Shop.example.org\n\nwww.example.org\n"),
+                ("browser_path", "1"),
             ],
         )
         .await;
@@ -692,10 +693,34 @@ async fn domains_and_retention_change_through_patch_and_the_forms() {
     let stored = registry().await.get_site(site_id).await.unwrap().unwrap();
     assert_eq!(stored.domains(), ["shop.example.org", "www.example.org"]);
     assert_eq!(stored.allow_subdomains, 0, "the box was not ticked");
+    assert!(stored.browser_path(), "the browser path stays on");
+    assert_eq!(
+        stored.browser_identify, 0,
+        "identify from the browser stays off"
+    );
+    // Both switches of the browser path, and back.
+    for (path, identify) in [(false, false), (true, true), (true, false)] {
+        let mut form = vec![("csrf", d.csrf.as_str()), ("domains", "shop.example.org")];
+        if path {
+            form.push(("browser_path", "1"));
+        }
+        if identify {
+            form.push(("browser_identify", "1"));
+        }
+        let r = d
+            .post(&format!("/sites/{site_id}/settings/domains"), &form)
+            .await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        let stored = registry().await.get_site(site_id).await.unwrap().unwrap();
+        assert_eq!(
+            (stored.browser_path(), stored.browser_identify == 1),
+            (path, identify)
+        );
+    }
     let (_, page) = d
         .get(&format!("/sites/{site_id}/settings/domains?saved=1"))
         .await;
-    assert!(page.contains("shop.example.org\nwww.example.org</textarea>"));
+    assert!(page.contains("shop.example.org</textarea>"));
 
     // The retention form, and its last run (written by the enricher; here by hand).
     let r = d
@@ -810,9 +835,9 @@ async fn a_user_has_a_profile_page_and_an_unknown_one_a_friendly_404() {
     let db = db().await;
     db.client
         .query(&format!(
-            "INSERT INTO person_traits (site_id, user_id, name, value, removed, set_at_ms) VALUES \
-             ({site_id}, '{user}', 'plan', '\"<script>alert(1)</script>\"', 0, {now}), \
-             ({site_id}, '{user}', 'seats', '5', 0, {now})",
+            "INSERT INTO person_trait_values (site_id, user_id, name, trusted, value, removed, set_at_ms, received_at_ms) VALUES \
+             ({site_id}, '{user}', 'plan', 1, '\"<script>alert(1)</script>\"', 0, {now}, {now}), \
+             ({site_id}, '{user}', 'seats', 1, '5', 0, {now}, {now})",
             now = now_ms()
         ))
         .execute()
@@ -820,10 +845,10 @@ async fn a_user_has_a_profile_page_and_an_unknown_one_a_friendly_404() {
         .unwrap();
     db.client
         .query(&format!(
-            "INSERT INTO person_aliases (site_id, anonymous_id, user_id, claimed_at_ms, version) VALUES \
-             ({site_id}, 'anon-1', '{user}', {now}, {version})",
+            "INSERT INTO person_claims (site_id, anonymous_id, user_id, trusted, claimed_at_ms, received_at_ms, rank) VALUES \
+             ({site_id}, 'anon-1', '{user}', 1, {now}, {now}, {rank})",
             now = now_ms(),
-            version = u64::MAX - now_ms() as u64
+            rank = rivulet_common::schema::people::claim_rank(true, now_ms() as u64)
         ))
         .execute()
         .await

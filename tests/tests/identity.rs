@@ -1,13 +1,16 @@
 //! Identity on the real stack: `POST /api/identify` through rivulet-ingest, Kafka and
-//! rivulet-enricher into `person_aliases` and `person_traits`, read back as an operator
-//! reads it, with `rivulet-admin users show` and `rivulet-admin export --user-id`.
+//! rivulet-enricher into `person_claims` and `person_trait_values`, read back as an
+//! operator reads it, with `rivulet-admin users show` and `rivulet-admin export --user-id`.
 //!
 //! - events sent under an anonymous id before or after `identify(user, anonymous_id)`
 //!   count as the user's, with first and last seen over all of them;
 //! - several anonymous ids merge into one user; an anonymous id claimed by two users
 //!   stays with the first (contracts: the first claim wins);
-//! - traits merge, the latest identify (by its timestamp) wins name by name, and a trait
-//!   set to null is removed;
+//! - traits merge, the latest identify received wins name by name (never by the client's
+//!   timestamp), and a trait set to null is removed;
+//! - a keyed write outranks every keyless one (the browser path, on for the site): a
+//!   keyless identify cannot change a trait a server set or take an anonymous id a
+//!   server claimed, however it dates itself;
 //! - the key in the body or as `Authorization: Bearer` on /api/identify, /api/track and
 //!   /api/track/batch; 401 for a bad key; the 400 shapes of a bad identify;
 //! - an identify retried with the same event_id is stored once;
@@ -119,12 +122,12 @@ async fn stored(site: u32, n: u64) {
 /// identify call that makes it has been processed.
 async fn claimed(site: u32, anonymous_id: &str, user: &str) {
     let sql = format!(
-        "SELECT count() FROM person_aliases WHERE site_id = {site} \
+        "SELECT count() FROM person_claims WHERE site_id = {site} \
          AND anonymous_id = '{anonymous_id}' AND user_id = '{user}'"
     );
     assert!(
         wait_count(&sql, 1, Duration::from_secs(60)).await >= 1,
-        "the claim of {anonymous_id} by {user} did not reach person_aliases"
+        "the claim of {anonymous_id} by {user} did not reach person_claims"
     );
 }
 
@@ -401,11 +404,32 @@ async fn an_anonymous_id_claimed_by_two_users_stays_with_the_first() {
     );
 }
 
+/// Waits until a marker trait sent after the calls before it is stored: one user's calls
+/// go to one partition, so once it is, so are they.
+async fn traits_stored(site: u32, user: &str, key: &str, marker: &str) {
+    identify(
+        key,
+        site,
+        json!({"user_id": user, "traits": {marker: null}}),
+    )
+    .await;
+    let sql = format!(
+        "SELECT count() FROM person_trait_values WHERE site_id = {site} AND user_id = '{user}' \
+         AND name = '{marker}'"
+    );
+    assert_eq!(
+        wait_count(&sql, 1, Duration::from_secs(60)).await,
+        1,
+        "the identify sent last reached person_trait_values"
+    );
+}
+
 #[tokio::test]
-async fn traits_merge_the_latest_identify_wins_and_null_removes_a_trait() {
+async fn traits_merge_the_latest_received_wins_and_null_removes_a_trait() {
     let (site, key) = site_with_key().await;
     let user = unique("user");
     let t = base_ms();
+    let sent = now_ms();
     identify(
         &key,
         site,
@@ -420,42 +444,34 @@ async fn traits_merge_the_latest_identify_wins_and_null_removes_a_trait() {
         "traits": {"plan": "pro", "color": null, "company": {"name": "Acme", "size": 12}}}),
     )
     .await;
-    // Sent last but made earlier (a delayed retry): older than what is stored, so it
-    // changes nothing, neither its value nor its removal.
+    // Sent last but dated earlier (a client with a wrong clock, or an offline queue): the
+    // server's time decides, so it wins.
     identify(
         &key,
         site,
-        json!({"user_id": user, "timestamp": t, "traits": {"plan": "stale", "seats": null}}),
+        json!({"user_id": user, "timestamp": t, "traits": {"plan": "late", "seats": null}}),
     )
     .await;
-    // person_traits keeps one row per trait name (ReplacingMergeTree by set_at_ms), so a
-    // merge may already have removed the late rows: wait instead for a marker sent after
-    // them. Same site and user, same partition: once the marker is stored, so are they.
-    identify(
-        &key,
-        site,
-        json!({"user_id": user, "timestamp": t, "traits": {"marker": null}}),
-    )
-    .await;
-    let marker = format!(
-        "SELECT count() FROM person_traits WHERE site_id = {site} AND user_id = '{user}' \
-         AND name = 'marker'"
-    );
-    assert_eq!(
-        wait_count(&marker, 1, Duration::from_secs(60)).await,
-        1,
-        "the identify sent after the late one reached person_traits"
-    );
+    traits_stored(site, &user, &key, "marker").await;
     let p = users_show(site, &user).expect("a user with traits");
     assert_eq!(
         p["traits"],
-        json!({"plan": "pro", "seats": 1, "company": {"name": "Acme", "size": 12}}),
+        json!({"plan": "late", "company": {"name": "Acme", "size": 12}}),
         "{p}"
     );
-    assert_eq!(p["traits_updated_at"], rfc3339(t + 20_000), "{p}");
+    let updated = time::OffsetDateTime::parse(
+        p["traits_updated_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap()
+    .unix_timestamp();
+    assert!(
+        updated >= sent / 1000 - 1 && updated <= now_ms() / 1000 + 1,
+        "traits_updated_at is when the server received them: {p}"
+    );
     assert_eq!(
-        (&p["events"], &p["aliases"]),
-        (&json!(0), &json!([])),
+        (&p["events"], &p["aliases"], &p["keyless_traits"]),
+        (&json!(0), &json!([]), &json!([])),
         "{p}"
     );
 
@@ -470,8 +486,120 @@ async fn traits_merge_the_latest_identify_wins_and_null_removes_a_trait() {
         p["traits"]["color"] == "blue"
     })
     .await;
-    assert_eq!(p["traits"]["plan"], "pro");
-    assert_eq!(p["traits"].as_object().unwrap().len(), 4, "{p}");
+    assert_eq!(p["traits"]["plan"], "late");
+    assert_eq!(p["traits"].as_object().unwrap().len(), 3, "{p}");
+}
+
+/// Turns the browser path's identify on for a site, as an operator does, and waits until
+/// the suite's ingest takes a keyless identify for it.
+async fn browser_identify_on(site: u32) -> String {
+    let run = admin_run(
+        &[
+            "sites",
+            "update",
+            &site.to_string(),
+            "--browser-identify",
+            "on",
+        ],
+        &[],
+    );
+    assert_eq!(run.json()["browser_identify"], true, "{}", run.stdout);
+    let domain = run.json()["domain"].as_str().unwrap().to_string();
+    let origin = format!("https://{domain}");
+    let probe = json!({"site_id": site, "user_id": unique("probe")});
+    Pace::within(Duration::from_secs(10))
+        .every(Duration::from_millis(200))
+        .poll_until("the ingest took a keyless identify", || async {
+            match post("/api/identify", &probe, &[("origin", origin.as_str())]).await {
+                (200, _) => Ok(()),
+                (status, body) => Err(format!("{status} {body}")),
+            }
+        })
+        .await;
+    origin
+}
+
+#[tokio::test]
+async fn a_keyless_identify_never_changes_what_a_keyed_one_set() {
+    let (site, key) = site_with_key().await;
+    let (user, device, attacker) = (unique("user"), unique("dev"), unique("attacker"));
+    // Identify from the browser is off until the site turns it on.
+    let (status, body) = post(
+        "/api/identify",
+        &json!({"site_id": site, "user_id": user, "traits": {"role": "admin"}}),
+        &[(
+            "origin",
+            &format!(
+                "https://{}",
+                registry()
+                    .await
+                    .get_site(site)
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .domain
+            ),
+        )],
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let origin = browser_identify_on(site).await;
+    let browser = [("origin", origin.as_str())];
+    let t = now_ms();
+    identify(
+        &key,
+        site,
+        json!({"user_id": user, "anonymous_id": device, "timestamp": t,
+        "traits": {"email": "user@example.com", "role": "member"}}),
+    )
+    .await;
+    claimed(site, &device, &user).await;
+    // Keyless, dated 9 minutes ahead and 6 days back: a new email and role, a trait of
+    // its own, and a claim of the user's device by someone else.
+    for (who, when, anon) in [
+        (&user, t + 540_000, None),
+        (&attacker, t - 6 * 86_400_000, Some(&device)),
+    ] {
+        let mut body = json!({"site_id": site, "user_id": who, "timestamp": when,
+            "traits": {"email": "attacker@example.com", "role": "admin", "nickname": "x"}});
+        if let Some(anon) = anon {
+            body["anonymous_id"] = json!(anon);
+        }
+        let (status, answer) = post("/api/identify", &body, &browser).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    claimed(site, &device, &attacker).await;
+    traits_stored(site, &user, &key, "marker").await;
+    let p = users_show(site, &user).unwrap();
+    assert_eq!(
+        (
+            &p["traits"]["email"],
+            &p["traits"]["role"],
+            &p["traits"]["nickname"]
+        ),
+        (&json!("user@example.com"), &json!("member"), &json!("x")),
+        "only the trait no server set is the keyless one's: {p}"
+    );
+    assert_eq!(p["keyless_traits"], json!(["nickname"]), "{p}");
+    assert_eq!(
+        strings(&p["aliases"]),
+        [device.as_str()],
+        "the device stays the user's: {p}"
+    );
+    let a = users_show(site, &attacker).unwrap();
+    assert_eq!(a["aliases"], json!([]), "{a}");
+    // A later keyed update still wins over the keyless email.
+    identify(
+        &key,
+        site,
+        json!({"user_id": user, "timestamp": t - 1000, "traits": {"email": "new@example.com"}}),
+    )
+    .await;
+    let p = person_when(site, &user, "the keyed email", |p| {
+        p["traits"]["email"] == "new@example.com"
+    })
+    .await;
+    assert_eq!(p["traits"]["role"], "member", "{p}");
 }
 
 #[tokio::test]
@@ -728,11 +856,15 @@ async fn an_identify_retried_with_the_same_event_id_is_stored_once() {
         async move { db.query(&sql).fetch_one::<u64>().await.unwrap() }
     };
     assert_eq!(
-        final_count("person_aliases").await,
+        final_count("person_claims").await,
         2,
         "the retried claim and the marker"
     );
-    assert_eq!(final_count("person_traits").await, 1, "one trait, once");
+    assert_eq!(
+        final_count("person_trait_values").await,
+        1,
+        "one trait, once"
+    );
     let p = users_show(site, &user).expect("the user");
     let mut want = vec![device, marker];
     want.sort();

@@ -1,5 +1,6 @@
 //! A site's Settings → Domains: the domains its browser events are accepted from (one a
-//! line, the first the primary one) and whether their subdomains count too. Saved as
+//! line, the first the primary one), whether their subdomains count too, and the browser
+//! path's two switches: keyless requests at all, and keyless identify calls. Saved as
 //! `rivulet-admin sites update` does, which tells every ingest within a second.
 
 use super::layout::{self, csrf_field, SiteTab};
@@ -26,25 +27,36 @@ pub async fn page(
     Query(q): Query<DomainsQuery>,
 ) -> Result<Response, PageError> {
     let site = st.ops.site(site_id).await?;
-    let text = site.domains().join("\n");
-    let allow = site.allow_subdomains == 1;
-    let saved = q.saved.map(|_| {
-        "Saved. Running ingests accept browser events from these domains within a second."
-            .to_string()
-    });
-    Ok(render(&site, &session, &text, allow, saved, &[]).into_response())
+    let form = FormState {
+        text: site.domains().join("\n"),
+        allow_subdomains: site.allow_subdomains == 1,
+        browser_path: site.browser_path(),
+        browser_identify: site.browser_identify == 1,
+    };
+    let saved = q
+        .saved
+        .map(|_| "Saved. Running ingests apply these settings within a second.".to_string());
+    Ok(render(&site, &session, &form, saved, &[]).into_response())
 }
 
-/// The tab, with `text` in the list and any `errors` of the last save above it (400).
+/// What the form shows: the site's settings, or what was typed.
+struct FormState {
+    text: String,
+    allow_subdomains: bool,
+    browser_path: bool,
+    browser_identify: bool,
+}
+
+/// The tab, with the form's state and any `errors` of the last save above it (400).
 fn render(
     site: &Site,
     session: &SessionCtx,
-    text: &str,
-    allow_subdomains: bool,
+    form: &FormState,
     notice: Option<String>,
     errors: &[String],
 ) -> Response {
     let site_id = site.site_id;
+    let (text, allow_subdomains) = (&form.text, form.allow_subdomains);
     let body = html! {
         (layout::site_header(site, SiteTab::Domains))
         (layout::notice(notice))
@@ -63,7 +75,20 @@ fn render(
                 input type="checkbox" name="allow_subdomains" value="1" checked[allow_subdomains];
                 span { "Also accept subdomains (" code { "blog.example.com" } " for " code { "example.com" } ")" }
             }
-            p { button type="submit" { "Save domains" } }
+            fieldset {
+                legend { "Browser path (requests without an API key)" }
+                label.check {
+                    input #browser-path type="checkbox" name="browser_path" value="1" checked[form.browser_path];
+                    span { "Accept events from the tracking script on these domains" }
+                }
+                p.hint { "Off: only requests with an API key are taken; keyless ones get 403. Turn it off for a site tracked from servers and apps only." }
+                label.check {
+                    input #browser-identify type="checkbox" name="browser_identify" value="1" checked[form.browser_identify];
+                    span { "Accept identify calls from the browser" }
+                }
+                p.hint { "A keyless call's only credential is an " code { "Origin" } " header, which any program can send: with this on, anyone can set a user's traits (never one your server set with its key, which always wins) and claim anonymous ids for a user. Off by default; send identify from your server with its key instead." }
+            }
+            p { button type="submit" { "Save" } }
         }
         p.hint { "The tracking script's events carry no key: ingest accepts them only from pages on these domains (their " code { "Origin" } "). Events sent with an API key are not limited to them." }
     };
@@ -88,6 +113,8 @@ pub struct DomainsForm {
     #[serde(default)]
     domains: String,
     allow_subdomains: Option<String>,
+    browser_path: Option<String>,
+    browser_identify: Option<String>,
 }
 
 /// The lines of the list, without blanks; every invalid one named with its line number
@@ -119,19 +146,29 @@ pub async fn save(
     Form(f): Form<DomainsForm>,
 ) -> Result<Response, PageError> {
     let site = st.ops.site(site_id).await?;
-    let allow = f.allow_subdomains.is_some();
-    let domains = match parse_lines(&f.domains) {
+    let form = FormState {
+        allow_subdomains: f.allow_subdomains.is_some(),
+        browser_path: f.browser_path.is_some(),
+        browser_identify: f.browser_identify.is_some(),
+        text: f.domains,
+    };
+    let domains = match parse_lines(&form.text) {
         Ok(d) => d,
         // Shown with what was typed, so that it can be corrected rather than retyped.
-        Err(errors) => return Ok(render(&site, &session, &f.domains, allow, None, &errors)),
+        Err(errors) => return Ok(render(&site, &session, &form, None, &errors)),
     };
     let changes = SiteChanges {
         domains: Some(domains),
-        allow_subdomains: Some(allow),
+        allow_subdomains: Some(form.allow_subdomains),
+        browser_path: Some(form.browser_path),
+        browser_identify: Some(form.browser_identify),
         ..SiteChanges::default()
     };
     st.ops.update_site(site_id, &changes).await?;
-    tracing::info!(site_id, "domains changed from the dashboard");
+    tracing::info!(
+        site_id,
+        "domains and browser path changed from the dashboard"
+    );
     Ok(Redirect::to(&format!("/sites/{site_id}/settings/domains?saved=1")).into_response())
 }
 

@@ -53,6 +53,10 @@ pub struct SitePatch {
     domains: Option<Vec<String>>,
     allow_subdomains: Option<bool>,
     retention_days: Option<u32>,
+    /// Whether keyless requests (the tracking script) are taken.
+    browser_path: Option<bool>,
+    /// Whether keyless identify calls are taken.
+    browser_identify: Option<bool>,
 }
 
 pub async fn update_site(
@@ -65,6 +69,8 @@ pub async fn update_site(
         domains: p.domains,
         allow_subdomains: p.allow_subdomains,
         retention_days: p.retention_days,
+        browser_path: p.browser_path,
+        browser_identify: p.browser_identify,
     };
     // Nothing to change: the site as it is, without writing a new version.
     if changes == SiteChanges::default() {
@@ -146,6 +152,7 @@ pub async fn create_erasure(
         }
     };
     let receipt = privacy::request_erasure(&st.db, site_id, kind, &subject, e.suppress).await?;
+    crate::cache::forget_profile(&st.ops.redis_url, site_id, &subject).await;
     tracing::info!(site_id, request_id = %receipt.request_id, "erasure requested through the admin API");
     Ok((StatusCode::CREATED, Json(output::receipt(&receipt))).into_response())
 }

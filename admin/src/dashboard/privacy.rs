@@ -248,6 +248,7 @@ pub async fn erase(
     let suppress = f.suppress.is_some();
     let receipt =
         privacy::request_erasure(&st.db, site_id, kind, f.subject.trim(), suppress).await?;
+    crate::cache::forget_profile(&st.ops.redis_url, site_id, f.subject.trim()).await;
     tracing::info!(site_id, request_id = %receipt.request_id, "erasure requested from the dashboard");
     Ok(Redirect::to(&format!(
         "/sites/{site_id}/settings/privacy?requested={}",

@@ -141,14 +141,18 @@ fn profile(p: &Profile) -> Markup {
                         p.muted { "No traits." }
                     } @else {
                         (layout::scroll(html! { table {
-                            thead { tr { th { "Name" } th { "Value" } } }
+                            thead { tr { th { "Name" } th { "Value" } th { "Set by" } } }
                             tbody {
                                 @for (name, value) in &p.traits {
-                                    tr { td.text { (name) } td.text { (trait_text(value)) } }
+                                    tr {
+                                        td.text { (name) }
+                                        td.text { (trait_text(value)) }
+                                        td { @if p.keyless_traits.contains(name) { span.muted title="Set without an API key, by a page of the site's domains: any visitor could have sent it." { "browser" } } @else { "server" } }
+                                    }
                                 }
                             }
                         } }))
-                        p.hint { "Last changed " (layout::datetime_ms(p.traits_updated_ms)) "." }
+                        p.hint { "Last changed " (layout::datetime_ms(p.traits_updated_ms)) ". A value a server set with its API key is never changed from the browser." }
                     }
                 }
                 section.card #aliases {
@@ -160,6 +164,9 @@ fn profile(p: &Profile) -> Markup {
                         p.hint { "Ids this user claimed with identify; their earlier events count as this user's." }
                     }
                 }
+            }
+            @if p.truncated {
+                p.notice { "This profile holds more traits or anonymous ids than are shown here (the first " (rivulet_common::schema::queries::PROFILE_LIST_LIMIT - 1) " of each, by name)." }
             }
             h2 { "Recent events" }
             @if p.recent_events.is_empty() {

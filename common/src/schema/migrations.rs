@@ -49,6 +49,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 6,
         name: "privacy: erasure requests and ledger; retention runs",
     },
+    Migration {
+        version: 7,
+        name: "trust: the browser path's switches; claims and traits ranked by trust",
+    },
 ];
 
 const SITES_COLUMNS: &str = "(
@@ -109,6 +113,58 @@ const PERSON_TRAITS_COLUMNS: &str = "(
     removed UInt8,
     set_at_ms UInt64
 )";
+
+/// Migration 7: whether a site takes keyless requests at all (`browser_path_off`, 0 in
+/// rows written before it: on) and keyless identify calls (`browser_identify`, off until
+/// turned on).
+const SITES_TRUST_COLUMNS: &[(&str, &str)] =
+    &[("browser_path_off", "UInt8"), ("browser_identify", "UInt8")];
+
+/// Migration 7. Every claim of an anonymous id, one row per (anonymous id, user), the
+/// strongest claim of each pair kept (`people::claim_rank`).
+const PERSON_CLAIMS_COLUMNS: &str = "(
+    site_id UInt32,
+    anonymous_id String,
+    user_id String,
+    trusted UInt8,
+    claimed_at_ms UInt64,
+    received_at_ms UInt64,
+    rank UInt64
+)";
+
+/// A user's traits, one row per (trait, trust), the latest received of each kept.
+const PERSON_TRAIT_VALUES_COLUMNS: &str = "(
+    site_id UInt32,
+    user_id String,
+    name String,
+    trusted UInt8,
+    value String,
+    removed UInt8,
+    set_at_ms UInt64,
+    received_at_ms UInt64
+)";
+
+/// Migration 7 carries the rows of migration 5's tables over, as keyed writes (which way
+/// they were made was not recorded; counting them as keyed means no keyless write can
+/// change what a server may have set), timed by the client's time they kept; then drops
+/// those tables, so that no copy of a person's data is left where erasure does not look.
+/// Run again after the drop, the copies find no table: [`is_copy_from_dropped`].
+const CLAIMS_FROM_ALIASES: &str = "INSERT INTO {db}.person_claims \
+     (site_id, anonymous_id, user_id, trusted, claimed_at_ms, received_at_ms, rank) \
+     SELECT site_id, anonymous_id, user_id, toUInt8(1), claimed_at_ms, claimed_at_ms, \
+     bitOr(toUInt64(4611686018427387904), toUInt64(4611686018427387903) - least(claimed_at_ms, toUInt64(4611686018427387903))) \
+     FROM {db}.person_aliases";
+const TRAIT_VALUES_FROM_TRAITS: &str = "INSERT INTO {db}.person_trait_values \
+     (site_id, user_id, name, trusted, value, removed, set_at_ms, received_at_ms) \
+     SELECT site_id, user_id, name, toUInt8(1), value, removed, set_at_ms, set_at_ms \
+     FROM {db}.person_traits";
+
+/// Whether `sql` is one of migration 7's copies, whose source a finished earlier run
+/// dropped.
+fn is_copy_from_dropped(sql: &str) -> bool {
+    sql.starts_with("INSERT INTO ")
+        && (sql.ends_with("FROM {db}.person_aliases") || sql.ends_with("FROM {db}.person_traits"))
+}
 
 /// Migration 6. One row per state of an erasure request (its receipt); the highest
 /// `version` is the current state.
@@ -262,6 +318,32 @@ pub fn statements_for(version: u32, topology: &Topology, variant: SchemaVariant)
                 "site_id",
             ),
         ],
+        7 => {
+            let mut all = add_columns(topology, "sites", SITES_TRUST_COLUMNS);
+            all.push(registry_table(
+                topology,
+                "person_claims",
+                PERSON_CLAIMS_COLUMNS,
+                Some("rank"),
+                "(site_id, anonymous_id, user_id)",
+            ));
+            all.push(registry_table(
+                topology,
+                "person_trait_values",
+                PERSON_TRAIT_VALUES_COLUMNS,
+                Some("received_at_ms"),
+                "(site_id, user_id, name, trusted)",
+            ));
+            all.push(CLAIMS_FROM_ALIASES.to_string());
+            all.push(TRAIT_VALUES_FROM_TRAITS.to_string());
+            for old in ["person_aliases", "person_traits"] {
+                all.push(format!(
+                    "DROP TABLE IF EXISTS {{db}}.{old}{}",
+                    topology.on_cluster()
+                ));
+            }
+            all
+        }
         other => panic!("no migration {other}"),
     }
 }
@@ -322,7 +404,12 @@ pub async fn migrate(db: &Db) -> Result<Vec<u32>, CommonError> {
     let mut applied_now = Vec::new();
     for m in MIGRATIONS.iter().filter(|m| !done.contains(&m.version)) {
         for stmt in statements_for(m.version, &db.topology, variant) {
-            run(db, &stmt.replace("{db}", name)).await?;
+            match run(db, &stmt.replace("{db}", name)).await {
+                Err(CommonError::ClickHouse(e))
+                    if is_copy_from_dropped(&stmt) && clickhouse_versions::is_unknown_table(&e) => {
+                }
+                other => other?,
+            }
         }
         // The crate quotes the table as one identifier, so insert through the client bound
         // to the database (it exists by now) rather than with a qualified name.
@@ -427,7 +514,16 @@ mod tests {
             "events adds its local table; migration 4 alters the local tables and makes the \
              Distributed table again (a DROP and a CREATE)"
         );
-        assert!(cluster.iter().all(|s| s.contains(" ON CLUSTER rivulet")));
+        // Migration 7's copies insert into tables replicated to every server: one
+        // insert reaches them all.
+        assert!(cluster
+            .iter()
+            .filter(|s| !is_copy_from_dropped(s))
+            .all(|s| s.contains(" ON CLUSTER rivulet")));
+        assert_eq!(
+            cluster.iter().filter(|s| is_copy_from_dropped(s)).count(),
+            2
+        );
         assert!(cluster.iter().any(|s| s.contains(
             "ENGINE = Distributed(rivulet, {db}, events_local, cityHash64(toString(event_id)))"
         )));

@@ -14,13 +14,13 @@ pub const APPLIED_MIGRATIONS: &str =
 // latest version. Columns are listed in the order of `registry::Site` and `KeyRecord`.
 pub const SITES_MAX_ID: &str = "SELECT max(site_id) FROM sites";
 pub const SITES_ACTIVE: &str = "SELECT site_id, domain, name, created_at, deleted, version, \
-     domains, allow_subdomains, retention_days FROM sites FINAL WHERE deleted = 0 ORDER BY site_id";
+     domains, allow_subdomains, retention_days, browser_path_off, browser_identify FROM sites FINAL WHERE deleted = 0 ORDER BY site_id";
 /// Every site, deleted ones too (retention: a deleted site's events stay, so a month it
 /// may have rows in is not dropped whole unless its own retention has expired it).
 pub const SITES_ALL: &str = "SELECT site_id, domain, name, created_at, deleted, version, \
-     domains, allow_subdomains, retention_days FROM sites FINAL ORDER BY site_id";
+     domains, allow_subdomains, retention_days, browser_path_off, browser_identify FROM sites FINAL ORDER BY site_id";
 pub const SITE_BY_ID: &str = "SELECT site_id, domain, name, created_at, deleted, version, \
-     domains, allow_subdomains, retention_days FROM sites FINAL WHERE site_id = ? AND deleted = 0";
+     domains, allow_subdomains, retention_days, browser_path_off, browser_identify FROM sites FINAL WHERE site_id = ? AND deleted = 0";
 pub const KEYS_OF_SITE: &str =
     "SELECT key_hash, key_id, key_prefix, site_id, created_at, revoked_at, revoked, version \
      FROM api_keys FINAL WHERE site_id = ? ORDER BY created_at, key_id";
@@ -36,48 +36,83 @@ pub const KEY_BY_ID: &str =
 pub const SECRET_COUNT: &str = "SELECT count() FROM secrets WHERE name = ?";
 pub const SECRET_VALUE: &str = "SELECT min(value) FROM secrets WHERE name = ?";
 
-// Identity (schema::people): an anonymous id belongs to the first user who claimed it.
-/// The anonymous ids a user claimed (and kept: another user's earlier claim wins).
-pub const ALIASES_OF_USER: &str = "SELECT anonymous_id FROM \
-     (SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
-      FROM person_aliases WHERE site_id = ? GROUP BY anonymous_id) WHERE owner = ? ORDER BY anonymous_id";
+// Identity (schema::people): an anonymous id belongs to the user of its strongest claim
+// (`people::claim_rank`: a keyed claim first, then the first received).
+macro_rules! owned_by_user {
+    () => {
+        "SELECT anonymous_id FROM (SELECT anonymous_id, argMax(user_id, (rank, user_id)) AS owner \
+         FROM person_claims WHERE site_id = ? AND anonymous_id IN (SELECT anonymous_id \
+         FROM person_claims WHERE site_id = ? AND user_id = ?) GROUP BY anonymous_id) WHERE owner = ?"
+    };
+}
 
-/// The anonymous ids each of several users claimed (binds: site, then the users as an
-/// array): `privacy::request_erasures` reads a burst's aliases in a few queries, not one
-/// per person. `IN (SELECT arrayJoin(?))`, since 18.16 takes no array on the right of
-/// `IN`. Not in [`ALL`]: the compatibility test binds no arrays; tests/tests/privacy.rs
-/// runs it on the stack's server.
-pub const ALIASES_OF_USERS: &str = "SELECT anonymous_id, owner FROM \
-     (SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
-      FROM person_aliases WHERE site_id = ? GROUP BY anonymous_id) \
-     WHERE owner IN (SELECT arrayJoin(?)) ORDER BY owner, anonymous_id";
+/// The most anonymous ids and traits a profile query returns: ingest refuses more than
+/// `MAX_ANONYMOUS_IDS_PER_USER` and `MAX_TRAITS_PER_USER` (1,000 by default) anyway, and
+/// one more tells a reader that the list was cut.
+pub const PROFILE_LIST_LIMIT: usize = 1_001;
 
-/// A user's traits: the latest value of each, and whether that was a removal.
-pub const TRAITS_OF_USER: &str = "SELECT name, argMax(value, set_at_ms) AS latest, \
-     argMax(removed, set_at_ms) AS is_removed, max(set_at_ms) AS updated_ms \
-     FROM person_traits WHERE site_id = ? AND user_id = ? GROUP BY name ORDER BY name";
+/// The anonymous ids a user owns (binds: site, site, user, user): claimed, and not lost
+/// to a stronger claim of another user.
+pub const ALIASES_OF_USER: &str = concat!(owned_by_user!(), " ORDER BY anonymous_id LIMIT 1001");
 
-/// A person's events: under their user id, or an anonymous id they claimed (binds: site,
-/// user, site, user). `GLOBAL IN`: on a cluster the alias subquery runs once, on the
-/// server asked, in its database (sent to each shard as it is, it would name a
-/// `person_aliases` in the shard's default database). Columns: events, those sent anonymously (before or without
-/// identify), first and last seen, sessions.
-pub const PERSON_EVENT_COUNTS: &str = "SELECT uniqExact(event_id) AS events, \
+/// Every anonymous id a user ever claimed, won or lost (binds: site, user): what erasing
+/// the user erases.
+pub const CLAIMS_OF_USER: &str = "SELECT DISTINCT anonymous_id FROM person_claims \
+     WHERE site_id = ? AND user_id = ? ORDER BY anonymous_id";
+
+/// The same for several users (binds: site, then the users as an array):
+/// `privacy::request_erasures` reads a burst's claims in a few queries, not one per
+/// person. `IN (SELECT arrayJoin(?))`, since 18.16 takes no array on the right of `IN`.
+/// Not in [`ALL`]: the compatibility test binds no arrays; tests/tests/privacy.rs runs it
+/// on the stack's server.
+pub const CLAIMS_OF_USERS: &str = "SELECT DISTINCT anonymous_id, user_id FROM person_claims \
+     WHERE site_id = ? AND user_id IN (SELECT arrayJoin(?)) ORDER BY user_id, anonymous_id";
+
+/// The anonymous ids that a batch of erasures' users sent events with, claimed or not
+/// (`{db}` completed by the runner; binds: from, to in ms, as `ERASED_EVENTS`): a person
+/// who sent both ids is linked to the anonymous one by their own events.
+pub const LINKED_ANONYMOUS_IDS: &str = "SELECT DISTINCT site_id, user_id, anonymous_id \
+     FROM {db}.events WHERE anonymous_id != '' AND (site_id, user_id) IN (SELECT site_id, id \
+     FROM {db}.erasure_ledger WHERE id_kind = 'user_id' AND erased_at_ms >= ? AND erased_at_ms <= ?)";
+
+/// The claims of a batch of erasures' users, won or lost (binds as
+/// `LINKED_ANONYMOUS_IDS`): those made after the request was recorded too.
+pub const CLAIMS_OF_ERASED_USERS: &str = "SELECT DISTINCT site_id, user_id, anonymous_id \
+     FROM {db}.person_claims WHERE (site_id, user_id) IN (SELECT site_id, id \
+     FROM {db}.erasure_ledger WHERE id_kind = 'user_id' AND erased_at_ms >= ? AND erased_at_ms <= ?)";
+
+/// A user's traits (binds: site, user): each one's value from the strongest write (a
+/// keyed write outranks any keyless one, then the latest received), whether that was a
+/// removal, when it was received, and whether any keyed write set it.
+pub const TRAITS_OF_USER: &str = "SELECT name, argMax(value, (trusted, received_at_ms)) AS latest, \
+     argMax(removed, (trusted, received_at_ms)) AS is_removed, \
+     max(received_at_ms) AS updated_ms, max(trusted) AS keyed \
+     FROM person_trait_values WHERE site_id = ? AND user_id = ? GROUP BY name ORDER BY name LIMIT 1001";
+
+/// A person's events: under their user id, or an anonymous id they own (binds: user,
+/// site, user, then site, site, user, user). `GLOBAL IN`: on a cluster the claims
+/// subquery runs once, on the server asked, in its database (sent to each shard as it
+/// is, it would name a `person_claims` in the shard's default database). Columns:
+/// events, those sent anonymously (before or without identify), first and last seen,
+/// sessions.
+pub const PERSON_EVENT_COUNTS: &str = concat!(
+    "SELECT uniqExact(event_id) AS events, \
      uniqExactIf(event_id, user_id != ?) AS anonymous_events, \
      toUInt32(min(timestamp)) AS first_seen, toUInt32(max(timestamp)) AS last_seen, \
      uniqExact(session_id) AS sessions FROM events WHERE site_id = ? AND (user_id = ? OR \
-     anonymous_id GLOBAL IN (SELECT anonymous_id FROM (SELECT anonymous_id, \
-     argMin(user_id, (claimed_at_ms, user_id)) AS owner FROM person_aliases \
-     WHERE site_id = ? GROUP BY anonymous_id) WHERE owner = ?))";
+     anonymous_id GLOBAL IN (",
+    owned_by_user!(),
+    "))"
+);
 
 /// A person's latest events (binds as `PERSON_EVENT_COUNTS`, less the first).
-pub const PERSON_RECENT_EVENTS: &str =
+pub const PERSON_RECENT_EVENTS: &str = concat!(
     "SELECT toUInt32(timestamp) AS timestamp, type, event_name, \
      pathname, anonymous_id, country, browser, device_type FROM events FINAL \
-     WHERE site_id = ? AND (user_id = ? OR anonymous_id GLOBAL IN (SELECT anonymous_id FROM \
-     (SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
-     FROM person_aliases WHERE site_id = ? GROUP BY anonymous_id) WHERE owner = ?)) \
-     ORDER BY timestamp DESC, event_id LIMIT 20";
+     WHERE site_id = ? AND (user_id = ? OR anonymous_id GLOBAL IN (",
+    owned_by_user!(),
+    ")) ORDER BY timestamp DESC, event_id LIMIT 20"
+);
 
 // Privacy (crate::privacy): receipts are ReplacingMergeTree(version), read with FINAL.
 macro_rules! receipts {
@@ -131,16 +166,19 @@ pub const ERASED_EVENTS: &str = concat!(
     erased_ids!("anonymous_id", "anonymous_id"),
     ") AND (timestamp <= toDateTime(?) OR received_at <= toDateTime(?))"
 );
-/// The same for `person_aliases` (binds: from, to, from, to, then to in ms).
-pub const ERASED_ALIASES: &str = concat!(
+/// The same for `person_claims` (binds: from, to, from, to, then to in ms).
+pub const ERASED_CLAIMS: &str = concat!(
     "(",
     erased_ids!("user_id", "user_id"),
     " OR ",
     erased_ids!("anonymous_id", "anonymous_id"),
-    ") AND claimed_at_ms <= ?"
+    ") AND received_at_ms <= ?"
 );
-/// The same for `person_traits` (binds: from, to, then to in ms).
-pub const ERASED_TRAITS: &str = concat!(erased_ids!("user_id", "user_id"), " AND set_at_ms <= ?");
+/// The same for `person_trait_values` (binds: from, to, then to in ms).
+pub const ERASED_TRAITS: &str = concat!(
+    erased_ids!("user_id", "user_id"),
+    " AND received_at_ms <= ?"
+);
 
 /// A batch's rows, by person, before they are removed (for each receipt's count).
 pub const ERASED_EVENTS_BY_PERSON: &str = concat!(
@@ -156,7 +194,7 @@ pub const ERASED_EVENTS_BY_PERSON: &str = concat!(
 /// Mutations of Rivulet's tables a server has not finished.
 pub const MUTATIONS_UNFINISHED: &str = "SELECT count() FROM system.mutations \
      WHERE database = ? AND is_done = 0 AND table IN \
-     ('events', 'events_local', 'person_aliases', 'person_traits')";
+     ('events', 'events_local', 'person_claims', 'person_trait_values')";
 
 /// The partitions of a table whose oldest active part is older than an unfinished
 /// mutation needs, in two halves: each partition's oldest data version (binds: database,
@@ -180,14 +218,14 @@ pub const QUORUM_MARKER_EVENTS: &str = "INSERT INTO events_local \
      (event_id, site_id, timestamp, received_at, type) \
      SELECT toUUID('00000000-0000-0000-0000-000000000000'), toUInt32(0), toDateTime(toDate(?)), \
      now(), 'quorum_marker'";
-/// `person_aliases` (one partition).
-pub const QUORUM_MARKER_ALIASES: &str = "INSERT INTO person_aliases \
-     (site_id, anonymous_id, user_id, claimed_at_ms, version) \
-     SELECT toUInt32(0), '', '', toUInt64(0), toUInt64(now())";
-/// `person_traits` (one partition).
-pub const QUORUM_MARKER_TRAITS: &str = "INSERT INTO person_traits \
-     (site_id, user_id, name, value, removed, set_at_ms) \
-     SELECT toUInt32(0), '', '', '', toUInt8(1), toUInt64(now()) * 1000";
+/// `person_claims` (one partition).
+pub const QUORUM_MARKER_CLAIMS: &str = "INSERT INTO person_claims \
+     (site_id, anonymous_id, user_id, trusted, claimed_at_ms, received_at_ms, rank) \
+     SELECT toUInt32(0), '', '', toUInt8(0), toUInt64(0), toUInt64(0), toUInt64(now())";
+/// `person_trait_values` (one partition).
+pub const QUORUM_MARKER_TRAITS: &str = "INSERT INTO person_trait_values \
+     (site_id, user_id, name, trusted, value, removed, set_at_ms, received_at_ms) \
+     SELECT toUInt32(0), '', '', toUInt8(0), '', toUInt8(1), toUInt64(0), toUInt64(now()) * 1000";
 
 /// The months `events` has rows in (retention drops a month whole when it ends before
 /// every site's cutoff).
@@ -290,8 +328,8 @@ pub const INSERT_TABLES: &[&str] = &[
     "api_keys",
     "schema_migrations",
     "secrets",
-    "person_aliases",
-    "person_traits",
+    "person_claims",
+    "person_trait_values",
     "erasure_requests",
     "erasure_ledger",
     "retention_runs",
@@ -331,6 +369,7 @@ pub const ALL: &[Statement] = &[
     st("key_by_id", KEY_BY_ID),
     st("secret_count", SECRET_COUNT),
     st("aliases_of_user", ALIASES_OF_USER),
+    st("claims_of_user", CLAIMS_OF_USER),
     st("traits_of_user", TRAITS_OF_USER),
     st("person_event_counts", PERSON_EVENT_COUNTS),
     st("person_recent_events", PERSON_RECENT_EVENTS),

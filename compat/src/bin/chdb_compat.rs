@@ -33,7 +33,7 @@ use rivulet_common::privacy::{self, LedgerRow, Receipt};
 use rivulet_common::registry::{KeyRecord, Registry, Site};
 use rivulet_common::schema::events::{self, EventRow};
 use rivulet_common::schema::migrations::SecretRow;
-use rivulet_common::schema::people::{self, AliasRow, TraitRow};
+use rivulet_common::schema::people::{self, ClaimRow, TraitRow};
 use rivulet_common::schema::{migrations, queries, SchemaVariant, Topology};
 use rivulet_compat::{self as compat, BindValue, Dataset};
 use rivulet_enricher::lifecycle::RetentionRun;
@@ -229,8 +229,8 @@ fn expected_rows(data: &Dataset) -> Value {
         "schema_migrations": migrations::MIGRATIONS.iter()
             .map(|m| json!({"version": m.version, "name": m.name})).collect::<Vec<_>>(),
         "secrets": data.secrets,
-        "person_aliases": data.aliases(),
-        "person_traits": data.traits(),
+        "person_claims": data.claims(),
+        "person_trait_values": data.traits(),
         "erasure_requests": data.receipts,
         "erasure_ledger": data.ledger_rows(),
         "retention_runs": data.retention_rows(),
@@ -540,18 +540,18 @@ where
         .map_err(|e| format!("insert {table}: {e}"))
 }
 
-/// The rows of migrations 3, 5 and 6, each through the client and in the inserts the
-/// product writes them with: identify's rows as the enricher's batches (aliases, then
+/// The rows of migrations 3, 6 and 7, each through the client and in the inserts the
+/// product writes them with: identify's rows as the enricher's batches (claims, then
 /// traits, `insert::insert_people`); an erasure's ledger rows in one insert and each
 /// version of its receipt in one (`privacy::request_erasure`, `privacy::write_receipt`);
 /// a retention run's rows in one (`lifecycle`); secrets as `migrations::ensure_secret`.
 async fn write_people_privacy_retention(db: &Db, data: &Dataset) -> Result<(), String> {
-    for (alias, traits) in &data.identifies {
-        if let Some(alias) = alias {
+    for (claim, traits) in &data.identifies {
+        if let Some(claim) = claim {
             insert_rows(
                 &db.client,
-                people::ALIASES_TABLE,
-                std::slice::from_ref(alias),
+                people::CLAIMS_TABLE,
+                std::slice::from_ref(claim),
             )
             .await?;
         }
@@ -584,25 +584,25 @@ async fn read_people_privacy_retention(
     c: &mut Checks,
 ) -> Result<(), String> {
     // ReplacingMergeTree tables: a merge may already have kept only the latest version
-    // (an alias's first claim, a trait's latest value, a receipt's latest state, a
-    // site's latest retention run).
-    let aliases: Vec<AliasRow> = fetch(db, "SELECT ?fields FROM person_aliases").await?;
+    // (a claim's strongest rank, a trait's latest value of each trust, a receipt's
+    // latest state, a site's latest retention run).
+    let claims: Vec<ClaimRow> = fetch(db, "SELECT ?fields FROM person_claims").await?;
     versions(
         c,
-        "person_aliases",
-        &aliases,
-        &data.aliases(),
-        |a| (a.site_id, a.anonymous_id.clone()),
-        |a| a.version,
+        "person_claims",
+        &claims,
+        &data.claims(),
+        |a| (a.site_id, a.anonymous_id.clone(), a.user_id.clone()),
+        |a| a.rank,
     );
-    let traits: Vec<TraitRow> = fetch(db, "SELECT ?fields FROM person_traits").await?;
+    let traits: Vec<TraitRow> = fetch(db, "SELECT ?fields FROM person_trait_values").await?;
     versions(
         c,
-        "person_traits",
+        "person_trait_values",
         &traits,
         &data.traits(),
-        |t| (t.site_id, t.user_id.clone(), t.name.clone()),
-        |t| t.set_at_ms,
+        |t| (t.site_id, t.user_id.clone(), t.name.clone(), t.trusted),
+        |t| t.received_at_ms,
     );
     let receipts: Vec<Receipt> = fetch(db, "SELECT ?fields FROM erasure_requests").await?;
     versions(

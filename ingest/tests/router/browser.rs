@@ -58,7 +58,7 @@ fn assert_no_cors(r: &Reply) {
 
 #[tokio::test]
 async fn an_event_from_a_listed_origin_is_accepted_with_cors_for_that_origin() {
-    let ingest = TestIngest::new();
+    let ingest = TestIngest::builder().browser(SITE, true, true).build();
     for path in ["/api/track", "/api/track/batch", "/api/identify"] {
         let r = beacon(&ingest, path, SITE, Some(SHOP)).await;
         assert_eq!(r.status, 200, "{path}: {:?}", r.json());
@@ -277,4 +277,179 @@ async fn a_preflight_is_answered_for_any_listed_origin() {
         ))
         .await;
     assert_eq!(r.status, 405);
+}
+
+#[tokio::test]
+async fn identify_from_the_browser_is_refused_unless_the_site_turned_it_on() {
+    let ingest = TestIngest::new();
+    let r = beacon(&ingest, "/api/identify", SITE, Some(SHOP)).await;
+    assert_eq!(r.status, 403, "{:?}", r.json());
+    assert!(r.error().contains("--browser-identify on"), "{}", r.error());
+    openapi::assert_documented(&openapi::document(), "/api/identify", 403, &r.json());
+    // The page can read why.
+    assert_cors_for(&r, SHOP);
+    assert!(ingest.sink().identifies().is_empty());
+    // With the site's key it is taken as ever.
+    let keyed =
+        json!({"api_key": key_of(SITE), "site_id": SITE, "user_id": "u-1", "anonymous_id": "a-1"});
+    assert_eq!(ingest.post_json("/api/identify", &keyed).await.status, 200);
+    // A refused identify is a setting, not a guess: it costs the address nothing.
+    let ingest = TestIngest::builder()
+        .config(|c| {
+            c.auth_failure_burst = 1;
+            c.auth_failures_per_minute = 1;
+        })
+        .build();
+    for _ in 0..3 {
+        let r = beacon(&ingest, "/api/identify", SITE, Some(SHOP)).await;
+        assert_eq!(r.status, 403);
+    }
+    assert_eq!(
+        beacon(&ingest, "/api/track", SITE, Some(SHOP)).await.status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn a_site_with_its_browser_path_off_takes_keyed_requests_only() {
+    let ingest = TestIngest::builder().browser(SITE, false, true).build();
+    for path in ["/api/track", "/api/track/batch", "/api/identify"] {
+        let r = beacon(&ingest, path, SITE, Some(SHOP)).await;
+        assert_eq!(r.status, 403, "{path}: {:?}", r.json());
+        assert!(r.error().contains("only with an API key"), "{}", r.error());
+        assert_no_cors(&r);
+    }
+    assert!(ingest.sink().events().is_empty() && ingest.sink().identifies().is_empty());
+    // Its domains answer no preflight either.
+    let r = ingest
+        .send(request(
+            Method::OPTIONS,
+            "/api/track",
+            "",
+            &[("origin", SHOP), ("access-control-request-method", "POST")],
+        ))
+        .await;
+    assert_eq!(r.status, 403);
+    let keyed = json!({"api_key": key_of(SITE), "site_id": SITE, "pathname": "/server"});
+    assert_eq!(ingest.post_json("/api/track", &keyed).await.status, 200);
+    // Another site keeps its own.
+    let r = beacon(
+        &ingest,
+        "/api/track",
+        OTHER_SITE,
+        Some("https://other.example"),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test]
+async fn a_browser_event_id_is_stored_in_a_namespace_of_its_own() {
+    let ingest = TestIngest::builder().browser(SITE, true, true).build();
+    let id = "0190d6a0-0000-7000-8000-00000000abcd";
+    let keyed = json!({"api_key": key_of(SITE), "site_id": SITE, "pathname": "/k", "event_id": id});
+    assert_eq!(ingest.post_json("/api/track", &keyed).await.status, 200);
+    let browser = |path: &'static str| {
+        let ingest = &ingest;
+        async move {
+            let body = json!({"site_id": SITE, "pathname": path, "event_id": id});
+            ingest
+                .send(request(
+                    Method::POST,
+                    "/api/track",
+                    body.to_string(),
+                    &[("content-type", "text/plain"), ("origin", SHOP)],
+                ))
+                .await
+        }
+    };
+    assert_eq!(browser("/b").await.status, 200);
+    assert_eq!(browser("/b").await.status, 200);
+    let ids: Vec<String> = ingest
+        .sink()
+        .events()
+        .iter()
+        .map(|e| e.event_id.to_string())
+        .collect();
+    assert_eq!(ids[0], id, "a keyed event keeps its id");
+    assert_ne!(ids[1], id, "a keyless event cannot take a keyed event's id");
+    assert_eq!(ids[1], ids[2], "a browser's retry of one event is one id");
+    // Another site's browser event with the same id is another event.
+    let other = json!({"site_id": OTHER_SITE, "pathname": "/o", "event_id": id});
+    let r = ingest
+        .send(request(
+            Method::POST,
+            "/api/track",
+            other.to_string(),
+            &[
+                ("content-type", "text/plain"),
+                ("origin", "https://other.example"),
+            ],
+        ))
+        .await;
+    assert_eq!(r.status, 200);
+    assert_ne!(ingest.sink().events()[3].event_id.to_string(), ids[1]);
+}
+
+#[tokio::test]
+async fn the_browser_limit_counts_an_ipv6_64_as_one_client() {
+    let ingest = TestIngest::builder()
+        .config(|c| {
+            c.browser_rate_limit_per_second = 3;
+            c.browser_event_rate_limit_per_second = 0;
+        })
+        .build();
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let mut from = TestIngest::new();
+        from.state = ingest.state.clone();
+        from.peer = format!("[2001:db8:1:2::{:x}]:5000", i + 1).parse().unwrap();
+        statuses.push(beacon(&from, "/api/track", SITE, Some(SHOP)).await.status);
+    }
+    assert_eq!(statuses, [200, 200, 200, 429, 429, 429]);
+    // Another /64 is another client.
+    let mut other = TestIngest::new();
+    other.state = ingest.state.clone();
+    other.peer = "[2001:db8:1:3::1]:5000".parse().unwrap();
+    assert_eq!(
+        beacon(&other, "/api/track", SITE, Some(SHOP)).await.status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn refused_preflights_count_against_the_address() {
+    let ingest = TestIngest::builder()
+        .config(|c| {
+            c.auth_failure_burst = 3;
+            c.auth_failures_per_minute = 1;
+        })
+        .build();
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let origin = format!("https://probe-{i}.example");
+        let r = ingest
+            .send(request(
+                Method::OPTIONS,
+                "/api/track",
+                "",
+                &[
+                    ("origin", origin.as_str()),
+                    ("access-control-request-method", "POST"),
+                ],
+            ))
+            .await;
+        statuses.push(r.status);
+    }
+    assert_eq!(statuses, [403, 403, 403, 429, 429, 429]);
+    // Past the limit even a listed origin waits: the prober learns nothing more.
+    let r = ingest
+        .send(request(
+            Method::OPTIONS,
+            "/api/track",
+            "",
+            &[("origin", SHOP), ("access-control-request-method", "POST")],
+        ))
+        .await;
+    assert_eq!(r.status, 429);
 }

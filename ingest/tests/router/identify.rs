@@ -193,3 +193,53 @@ async fn identify_of_a_suppressed_person_is_200_and_dropped_and_kafka_down_is_50
     );
     openapi::assert_documented(&openapi::document(), "/api/identify", 503, &r.json());
 }
+
+#[tokio::test]
+async fn a_user_gets_at_most_the_capped_traits_and_anonymous_ids() {
+    let ingest = TestIngest::builder()
+        .config(|c| {
+            c.profile_limits.traits = 3;
+            c.profile_limits.anonymous_ids = 2;
+        })
+        .build();
+    let call = |fields: Value| {
+        let ingest = &ingest;
+        async move { ingest.post_json("/api/identify", &identify(fields)).await }
+    };
+    let ok = call(json!({"user_id": "u", "traits": {"a": 1, "b": 2}})).await;
+    assert_eq!(ok.status, 200);
+    // Setting known traits again, or one more, is within the cap.
+    assert_eq!(
+        call(json!({"user_id": "u", "traits": {"a": 3, "c": 4}}))
+            .await
+            .status,
+        200
+    );
+    let over = call(json!({"user_id": "u", "traits": {"d": 1}})).await;
+    assert_eq!(over.status, 400, "{:?}", over.json());
+    assert!(over.json()["details"]["fieldErrors"]["traits"][0]
+        .as_str()
+        .unwrap()
+        .contains("more than 3 traits"));
+    openapi::assert_documented(&openapi::document(), "/api/identify", 400, &over.json());
+    // A refused call is not published at all, not even its known traits.
+    let before = ingest.sink().identifies().len();
+    assert_eq!(
+        call(json!({"user_id": "u", "traits": {"a": 9, "e": 1}}))
+            .await
+            .status,
+        400
+    );
+    assert_eq!(ingest.sink().identifies().len(), before);
+    // Anonymous ids: two, then a third is refused; another user has their own.
+    for (anon, status) in [("x", 200), ("y", 200), ("x", 200), ("z", 400)] {
+        let r = call(json!({"user_id": "u", "anonymous_id": anon})).await;
+        assert_eq!(r.status, status, "{anon}: {:?}", r.json());
+    }
+    assert_eq!(
+        call(json!({"user_id": "v", "anonymous_id": "z", "traits": {"d": 1}}))
+            .await
+            .status,
+        200
+    );
+}
