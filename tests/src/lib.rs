@@ -19,6 +19,7 @@ pub mod raw;
 pub mod retry;
 pub mod scratch;
 pub mod topics;
+pub mod trust;
 pub mod wait;
 
 pub use admin_cli::*;

@@ -104,7 +104,8 @@ async fn an_admin_token_shorter_than_32_characters_is_refused_at_start() {
 async fn unknown_keys_and_sites_cost_a_bounded_number_of_queries() {
     let _serial = SERIAL.lock().await;
     let (site, key, _) = normal_event().await;
-    let token = "t".repeat(40);
+    let token =
+        uuid::Uuid::new_v4().simple().to_string() + &uuid::Uuid::new_v4().simple().to_string();
     let admin = start_admin(&token, &[]).await;
     // The documented defaults of the rejection limit (the harness turns it off).
     let ingest = start_ingest(&[
@@ -254,4 +255,143 @@ async fn properties_nest_at_most_32_deep() {
     let ingest = start_ingest(&[]).await;
     let f = properties_nesting(&ingest, &key, site).await;
     assert_eq!((f.depth_32, f.depth_33, f.depth_1000), (200, 400, 400));
+}
+
+// ---------------------------------------------------------------------------------------
+// Keyless writes (rivulet_tests::trust): what a request without a key, from any program
+// that sends an `Origin` header, may and may not do.
+
+use rivulet_tests::trust::{self, TrustSite, TrustStack};
+
+/// One ingest and enricher on a lane of their own, and a site, for the trust attacks.
+async fn trust_fixture() -> &'static (TrustStack, TrustSite) {
+    static FX: tokio::sync::OnceCell<(TrustStack, TrustSite)> = tokio::sync::OnceCell::const_new();
+    FX.get_or_init(|| async {
+        trust::use_attack_database();
+        (TrustStack::start().await, TrustSite::new().await)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn keyless_identify_never_outranks_a_key_and_erasure_takes_every_claim() {
+    let (stack, _) = trust_fixture().await;
+    let site = TrustSite::new().await;
+    let f = trust::identity_takeover(stack, &site).await;
+    eprintln!("{}", serde_json::to_string_pretty(&f).unwrap());
+    assert_eq!(
+        f.keyless_identify_status, 403,
+        "identify from the browser is off by default: {f:?}"
+    );
+    assert!(f.browser_identify_switch, "{f:?}");
+    assert_eq!(f.keyless_statuses, [200, 200, 200], "{f:?}");
+    assert_eq!(
+        (f.email.as_str(), f.role.as_str()),
+        ("new@example.com", "member"),
+        "{f:?}"
+    );
+    assert_eq!(f.device_owner, "the user", "{f:?}");
+    assert_eq!(f.erasure, "done", "{f:?}");
+    assert_eq!(f.pre_login_events_left, 0, "{f:?}");
+}
+
+#[tokio::test]
+async fn a_profile_holds_at_most_the_capped_traits_and_anonymous_ids() {
+    let (stack, _) = trust_fixture().await;
+    let site = TrustSite::new().await;
+    // 1,200 calls: 600 of 150 new traits each, 600 of a new anonymous id each.
+    let f = trust::profile_flood(&site, &stack.lane, 600).await;
+    eprintln!("{}", serde_json::to_string_pretty(&f).unwrap());
+    assert!(f.traits_stored <= 1_000, "{f:?}");
+    assert!(f.anonymous_ids_stored <= 1_000, "{f:?}");
+    assert!(
+        f.statuses.get(&400).copied().unwrap_or(0) > 0,
+        "past the caps: 400: {f:?}"
+    );
+    assert!(f.ledger_rows <= 1_001, "{f:?}");
+}
+
+#[tokio::test]
+async fn the_browser_limit_counts_an_ipv6_64_as_one_client() {
+    let _serial = SERIAL.lock().await;
+    let (stack, site) = trust_fixture().await;
+    let f = trust::ipv6_browser_events(site, &stack.lane, 300).await;
+    eprintln!("{}", serde_json::to_string_pretty(&f).unwrap());
+    let bound = 20.0 + 20.0 * f.seconds + 2.0;
+    assert!(
+        (f.accepted as f64) <= bound,
+        "{} of 300 accepted (at most {bound:.0}): {f:?}",
+        f.accepted
+    );
+}
+
+#[tokio::test]
+async fn csv_exports_carry_no_formula_cells() {
+    let (stack, _) = trust_fixture().await;
+    let site = TrustSite::new().await;
+    let f = trust::csv_formulas(stack, &site).await;
+    eprintln!("{}", serde_json::to_string_pretty(&f).unwrap());
+    assert!(f.events >= 2, "{f:?}");
+    assert_eq!(f.formula_cells, 0, "{f:?}");
+}
+
+#[tokio::test]
+async fn a_site_can_turn_its_browser_path_off() {
+    let (stack, _) = trust_fixture().await;
+    let f = trust::browser_path_off(stack).await;
+    eprintln!("{}", serde_json::to_string_pretty(&f).unwrap());
+    assert!(f.switch, "{f:?}");
+    assert_eq!(
+        (
+            f.event_status,
+            f.identify_status,
+            f.preflight_status,
+            f.keyed_status
+        ),
+        (403, 403, 403, 200),
+        "{f:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_keyless_event_cannot_replace_a_keyed_one() {
+    let (stack, site) = trust_fixture().await;
+    let f = trust::event_id_collision(stack, site).await;
+    eprintln!("{}", serde_json::to_string_pretty(&f).unwrap());
+    assert_eq!(f.stored_under_keyed_id, "/keyed", "{f:?}");
+    assert_eq!(f.keyless_rows, 1, "stored under an id of its own: {f:?}");
+}
+
+#[tokio::test]
+async fn import_skips_what_the_track_api_refuses() {
+    let (stack, site) = trust_fixture().await;
+    let f = trust::import_what_track_refuses(site, &stack.lane).await;
+    eprintln!("{}", serde_json::to_string_pretty(&f).unwrap());
+    assert_eq!((f.imported, f.skipped), (1, 8), "{f:?}");
+}
+
+#[tokio::test]
+async fn preflights_count_toward_the_rejection_limit_and_a_valid_key_still_gets_in() {
+    let _serial = SERIAL.lock().await;
+    let (stack, site) = trust_fixture().await;
+    let f = trust::preflight_probes(site, &stack.lane, 300).await;
+    eprintln!("{}", serde_json::to_string_pretty(&f).unwrap());
+    let answered = 300 - f.statuses.get(&429).copied().unwrap_or(0);
+    let bound = 20.0 + f.seconds + 2.0;
+    assert!(
+        (answered as f64) <= bound,
+        "{answered} preflights answered (at most {bound:.0}): {f:?}"
+    );
+    assert_eq!(f.valid_key_status, 200, "{f:?}");
+}
+
+#[tokio::test]
+async fn no_public_suffix_or_weak_token_and_the_documents_have_their_headers() {
+    let (stack, _) = trust_fixture().await;
+    let f = trust::edge_details(stack).await;
+    eprintln!("{}", serde_json::to_string_pretty(&f).unwrap());
+    assert!(f.domains_accepted.is_empty(), "{f:?}");
+    assert!(!f.weak_token_started, "{f:?}");
+    assert!(f.openapi_nosniff && f.openapi_cache_control, "{f:?}");
+    assert!(f.script_etags_differ, "{f:?}");
 }

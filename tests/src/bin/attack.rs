@@ -3,6 +3,11 @@
 //! results/ for RELIABILITY.md).
 //!
 //!     attack SECONDS
+//!     attack keyless
+//!
+//! `keyless` runs the attacks on the trust boundary of keyless writes instead
+//! (`rivulet_tests::trust`), on the database `RIVULET_ATTACK_DB` when set (an older
+//! build, on a schema of its own).
 //!
 //! SECONDS: how long the connection attack lasts. The binaries are those of this build,
 //! or of `RIVULET_BIN_DIR`; set `RIVULET_LEGACY_OPS=1` for builds from before ingest
@@ -14,7 +19,10 @@ use serde_json::json;
 
 #[tokio::main]
 async fn main() {
-    let args = tool_args("attack SECONDS", 1..=1);
+    let args = tool_args("attack SECONDS | attack keyless", 1..=1);
+    if args[1] == "keyless" {
+        return keyless().await;
+    }
     let seconds: u64 = args[1].parse().expect("SECONDS is a number");
     let (site, key) = site_with_key().await;
     let normal = json!({"api_key": key, "site_id": site, "pathname": "/normal"});
@@ -90,5 +98,61 @@ async fn main() {
         "bursts".into(),
         json!(double_burst(&ingest, &key, site, 20, 10_000).await),
     );
+    println!("{}", serde_json::to_string_pretty(&figures).unwrap());
+}
+
+/// The attacks on keyless writes, in the order of RELIABILITY.md's table.
+async fn keyless() {
+    use rivulet_tests::trust::{self, TrustSite, TrustStack};
+    trust::use_attack_database();
+    let stack = TrustStack::start().await;
+    let site = TrustSite::new().await;
+    let mut figures = serde_json::Map::new();
+    eprintln!("attack: keyless identify against a keyed one, then erasure");
+    let fresh = TrustSite::new().await;
+    figures.insert(
+        "takeover".into(),
+        json!(trust::identity_takeover(&stack, &fresh).await),
+    );
+    eprintln!("attack: a profile flooded with traits and anonymous ids");
+    let fresh = TrustSite::new().await;
+    figures.insert(
+        "flood".into(),
+        json!(trust::profile_flood(&fresh, &stack.lane, 1_000).await),
+    );
+    eprintln!("attack: 500 addresses of one IPv6 /64");
+    figures.insert(
+        "ipv6".into(),
+        json!(trust::ipv6_browser_events(&site, &stack.lane, 500).await),
+    );
+    eprintln!("attack: formula cells in a CSV export");
+    let fresh = TrustSite::new().await;
+    figures.insert(
+        "csv".into(),
+        json!(trust::csv_formulas(&stack, &fresh).await),
+    );
+    eprintln!("attack: a site without a browser path");
+    figures.insert(
+        "browser_path".into(),
+        json!(trust::browser_path_off(&stack).await),
+    );
+    eprintln!("attack: a keyless event with a keyed event's id");
+    figures.insert(
+        "collision".into(),
+        json!(trust::event_id_collision(&stack, &site).await),
+    );
+    eprintln!("attack: importing what the track API refuses");
+    figures.insert(
+        "import".into(),
+        json!(trust::import_what_track_refuses(&site, &stack.lane).await),
+    );
+    eprintln!("attack: 300 preflights of different origins, then a valid key");
+    figures.insert(
+        "probes".into(),
+        json!(trust::preflight_probes(&site, &stack.lane, 300).await),
+    );
+    eprintln!("attack: domains, the admin token, the documents' headers");
+    figures.insert("edge".into(), json!(trust::edge_details(&stack).await));
+    stack.stop().await;
     println!("{}", serde_json::to_string_pretty(&figures).unwrap());
 }
