@@ -78,6 +78,33 @@ impl TrustSite {
         }
     }
 
+    /// Waits until `ingest` has heard of the site (its directory rereads when admin
+    /// announces a change): a preflight from its origin is answered 204 (writes nothing).
+    pub async fn known_to(&self, ingest: &Service) {
+        let url = format!("{}/api/track", ingest.url);
+        let _ = Pace::within(Duration::from_secs(15))
+            .every(Duration::from_millis(100))
+            .poll(|| {
+                let url = url.clone();
+                async move {
+                    let status = http()
+                        .request(reqwest::Method::OPTIONS, url)
+                        .header("origin", &self.origin)
+                        .header("access-control-request-method", "POST")
+                        .send()
+                        .await
+                        .map(|r| r.status().as_u16())
+                        .unwrap_or(0);
+                    if status == 204 {
+                        Ok(())
+                    } else {
+                        Err(status)
+                    }
+                }
+            })
+            .await;
+    }
+
     /// `rivulet-admin sites update N --FLAG VALUE`: whether the build has the setting.
     pub async fn set(&self, flag: &str, value: &str) -> bool {
         let run = admin(
@@ -238,6 +265,7 @@ pub async fn identity_takeover(stack: &TrustStack, site: &TrustSite) -> Takeover
     let (attacker, attacker_device) = (format!("attacker-{t}"), format!("attacker-device-{t}"));
     let now = now_ms();
     let ingest = &stack.ingest;
+    site.known_to(ingest).await;
     // The user, before login: an event under their device id; then the server's identify.
     let pre_login = keyed(
         site,
@@ -371,6 +399,7 @@ pub async fn profile_flood(site: &TrustSite, lane: &Lane, calls: usize) -> Flood
     env.push(("BROWSER_EVENT_RATE_LIMIT_PER_SECOND".into(), "0".into()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let ingest = start_ingest(&env).await;
+    site.known_to(&ingest).await;
     let person = format!("flooded-{}", tag());
     let origin = Some(site.origin.as_str());
     let started = Instant::now();
@@ -499,6 +528,7 @@ pub async fn ipv6_browser_events(site: &TrustSite, lane: &Lane, n: usize) -> Ipv
     env.push(("TRUSTED_PROXIES".into(), "127.0.0.1".into()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let ingest = start_ingest(&env).await;
+    site.known_to(&ingest).await;
     let client = http();
     let started = Instant::now();
     let mut accepted = 0;
@@ -576,6 +606,7 @@ pub struct CsvFigures {
 /// site's CSV export (`rivulet-admin export --format csv`).
 pub async fn csv_formulas(stack: &TrustStack, site: &TrustSite) -> CsvFigures {
     let db = plain_db().await;
+    site.known_to(&stack.ingest).await;
     let origin = Some(site.origin.as_str());
     let before = count(
         &db,
@@ -647,6 +678,7 @@ pub struct BrowserPathFigures {
 /// Finding 5: a site used only with server-side keys turns its browser path off.
 pub async fn browser_path_off(stack: &TrustStack) -> BrowserPathFigures {
     let site = TrustSite::new().await;
+    site.known_to(&stack.ingest).await;
     let switch = site.set("--browser-path", "off").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let origin = Some(site.origin.as_str());
@@ -706,6 +738,7 @@ pub struct CollisionFigures {
 /// Finding 6: a keyless event sent with a keyed event's `event_id`.
 pub async fn event_id_collision(stack: &TrustStack, site: &TrustSite) -> CollisionFigures {
     let db = plain_db().await;
+    site.known_to(&stack.ingest).await;
     let id = uuid::Uuid::now_v7().to_string();
     let ts = now_ms() - 5_000;
     let k = keyed(
