@@ -118,7 +118,7 @@ async fn keyless() {
     let fresh = TrustSite::new().await;
     figures.insert(
         "flood".into(),
-        json!(trust::profile_flood(&fresh, &stack.lane, 1_000).await),
+        json!(trust::profile_flood(&fresh, &stack.lane, 1_200).await),
     );
     eprintln!("attack: 500 addresses of one IPv6 /64");
     figures.insert(
