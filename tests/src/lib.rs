@@ -18,6 +18,7 @@ pub mod openapi;
 pub mod raw;
 pub mod retry;
 pub mod scratch;
+pub mod stats;
 pub mod topics;
 pub mod trust;
 pub mod wait;

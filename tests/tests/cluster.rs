@@ -17,7 +17,11 @@
 //!   after a restart, a replay and a new consumer group; a burst of erasures takes a few
 //!   mutations; retention removes a site's expired rows on every replica and, since this
 //!   stack's registry is the suite's own, drops whole months once every site has a
-//!   retention; an export equals the table in constant memory.
+//!   retention; an export equals the table in constant memory;
+//! - the Stats API (`rivulet-admin serve`, `POST /api/v2/query`) over events written
+//!   through the Distributed table answers as the figures computed from them
+//!   (`rivulet_tests::stats`, which tests/tests/stats_api.rs runs in full on the single
+//!   node).
 
 use rivulet_common::ch::ChConfig;
 use rivulet_common::schema::events::EventRow;
@@ -381,6 +385,33 @@ async fn retention_drops_whole_months_once_every_site_has_expired_them() {
 async fn an_export_from_the_cluster_equals_the_table_in_constant_memory() {
     nodes();
     rivulet_tests::lifecycle::export_rows(100_000, 100, Some("export-100k-cluster.json")).await;
+}
+
+#[tokio::test]
+async fn the_stats_api_answers_on_the_cluster_as_computed_from_the_events_written() {
+    nodes();
+    let (site_id, _) = site_with_key().await;
+    let key = rivulet_tests::stats::prepare_site(site_id).await;
+    // A smaller dataset than the single node's, with its edges (DST, midnight, bots,
+    // duplicates, claims), written as the enricher writes: through the Distributed table,
+    // synchronously, with the quorum; every copy of an event on the same shard, a visit's
+    // events spread over both.
+    let ds = rivulet_tests::stats::generate(site_id, 20_251_026, 40, 8);
+    rivulet_tests::stats::load(&db().await, &ds).await;
+    let admin = start_admin(
+        &format!("test-token-{}", Uuid::new_v4().simple()),
+        &[("STATS_RATE_LIMIT_PER_MINUTE", "0")],
+    )
+    .await;
+    let queries = rivulet_tests::stats::cluster_queries(site_id);
+    let failures = rivulet_tests::stats::mismatches(&admin.url, &key, &ds, &queries).await;
+    assert!(
+        failures.is_empty(),
+        "{} of {} queries differ on the cluster:\n\n{}",
+        failures.len(),
+        queries.len(),
+        failures.join("\n\n")
+    );
 }
 
 // Identity and import on the cluster: an ingest and an enricher with topics and a group

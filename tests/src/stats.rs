@@ -1,0 +1,2536 @@
+//! The Stats API (`POST /api/v2/query`, docs/stats-api.md) computed without its engine, for
+//! the tests that check the engine's answers on the real stack (tests/tests/stats_api.rs
+//! on the single node, tests/tests/cluster.rs on the cluster):
+//!
+//! - [`generate`]: a deterministic dataset of events in the enricher's row format
+//!   ([`EventRow`]) and the claims of anonymous ids ([`ClaimRow`]), over the weeks around
+//!   the Europe/Berlin change back from summer time (2025-10-26, 03:00 CEST → 02:00 CET),
+//!   the two weeks before them and the same weeks of 2024; [`load`] writes it as the
+//!   enricher does;
+//! - [`Dataset::expected`]: the response the docs define for a query over that dataset,
+//!   computed in plain Rust (no SQL): which events and visits a query counts, every
+//!   metric, dimension and filter operator, local time buckets (jiff's time zone
+//!   database), comparisons, the order and the pages, and the query as echoed;
+//! - the query matrix ([`metric_and_dimension_queries`] and the others) and [`mismatches`],
+//!   which sends each query to a running `rivulet-admin serve` and lists every figure that
+//!   differs from the evaluator's, by query.
+
+use crate::post_bytes;
+use futures::StreamExt;
+use jiff::civil::{Date, Weekday};
+use jiff::tz::TimeZone;
+use jiff::{Timestamp, ToSpan};
+use regex::Regex;
+use rivulet_common::ch::Db;
+use rivulet_common::schema::events::EventRow;
+use rivulet_common::schema::people::{claim_rank, ClaimRow, CLAIMS_TABLE};
+use serde_json::{json, Number, Value};
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use uuid::Uuid;
+
+/// The time zone of every site the tests read.
+pub const TIME_ZONE: &str = "Europe/Berlin";
+/// The main range of the query matrix: two weeks around the change back from summer time.
+pub const MAIN_RANGE: [&str; 2] = ["2025-10-20", "2025-11-02"];
+/// The day clocks went back (03:00 CEST → 02:00 CET): 25 hours, 02:00–03:00 twice.
+pub const DST_DAY: &str = "2025-10-26";
+/// The identified person the erasure test erases: a user id, three anonymous ids claimed
+/// (one keyed, one keyless and also claimed later by bob, one claimed first by carol
+/// keyless and then by alice keyed).
+pub const ERASED_USER: &str = "alice";
+
+/// The event types that keep a visit from bouncing (docs/stats-api.md, "Metrics").
+const ENGAGEMENT: [&str; 6] = [
+    "custom_event",
+    "outbound",
+    "button_click",
+    "copy",
+    "form_submit",
+    "input_change",
+];
+/// Seconds the engine reads around a range for the visits' events (docs: "Visits").
+const LOOKAROUND: i64 = 6 * 3600;
+
+// ---------------------------------------------------------------------------------------
+// The dataset.
+
+/// Deterministic randomness (SplitMix64): the same dataset on every run.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// Who a profile's events are from.
+#[derive(Clone, Copy)]
+enum Who {
+    /// A user id the site sent, and the anonymous id sent with it ("" for none).
+    User(&'static str, &'static str),
+    /// The enricher's daily visitor id, and the SDK's anonymous id ("" for none).
+    Anonymous(&'static str),
+    /// A bot (`is_bot = 1`): left out of everything.
+    Bot,
+}
+
+/// A visitor: who, and the device and place every visit of theirs has.
+struct Profile {
+    who: Who,
+    device: &'static str,
+    browser: &'static str,
+    browser_version: &'static str,
+    os: &'static str,
+    os_version: &'static str,
+    country: &'static str,
+    region: &'static str,
+    city: &'static str,
+    screen: u16,
+}
+
+const fn profile(
+    who: Who,
+    device: [&'static str; 5],
+    place: [&'static str; 3],
+    screen: u16,
+) -> Profile {
+    Profile {
+        who,
+        device: device[0],
+        browser: device[1],
+        browser_version: device[2],
+        os: device[3],
+        os_version: device[4],
+        country: place[0],
+        region: place[1],
+        city: place[2],
+        screen,
+    }
+}
+
+/// The visitors. Screen widths sit on both sides of each class's bound (576, 992, 1440).
+static PROFILES: [Profile; 12] = [
+    profile(
+        Who::User("alice", "dev-alice-1"),
+        ["Desktop", "Chrome", "120", "Windows", "10"],
+        ["DE", "DE-BE", "Berlin"],
+        1920,
+    ),
+    profile(
+        Who::Anonymous("dev-alice-1"),
+        ["Mobile", "Safari", "17", "iOS", "17.1"],
+        ["DE", "DE-BE", "Berlin"],
+        390,
+    ),
+    profile(
+        Who::Anonymous("dev-alice-2"),
+        ["Tablet", "Chrome", "121", "Android", "14"],
+        ["DE", "DE-BY", "Munich"],
+        800,
+    ),
+    profile(
+        Who::User("bob", ""),
+        ["Desktop", "Firefox", "119", "Mac OS X", "14.4"],
+        ["FR", "FR-IDF", "Paris"],
+        1366,
+    ),
+    profile(
+        Who::Anonymous("dev-bob"),
+        ["Mobile", "Chrome", "120", "Android", "14"],
+        ["FR", "FR-IDF", "Paris"],
+        575,
+    ),
+    profile(
+        Who::User("carol", ""),
+        ["Desktop", "Safari", "17", "Mac OS X", "14.4"],
+        ["US", "US-CA", "San Francisco"],
+        1440,
+    ),
+    profile(
+        Who::Anonymous("dev-shared"),
+        ["Desktop", "Edge", "120", "Windows", "11"],
+        ["US", "US-NY", "New York"],
+        1439,
+    ),
+    profile(Who::Anonymous(""), ["", "", "", "", ""], ["", "", ""], 0),
+    profile(
+        Who::Anonymous("dev-x"),
+        ["Desktop", "Chrome", "120", "Windows", "10"],
+        ["DE", "DE-HH", "Hamburg"],
+        992,
+    ),
+    profile(
+        Who::Anonymous(""),
+        ["Mobile", "Samsung Internet", "23", "Android", "13"],
+        ["GB", "GB-ENG", "London"],
+        576,
+    ),
+    profile(
+        Who::Anonymous(""),
+        ["Desktop", "Firefox", "118", "Linux", ""],
+        ["NL", "", ""],
+        991,
+    ),
+    profile(
+        Who::Bot,
+        ["Bot", "Googlebot", "2", "Other", ""],
+        ["US", "US-CA", "Mountain View"],
+        1024,
+    ),
+];
+const BOT: usize = 11;
+
+/// Where a visit came from: its first event's referrer, channel and query string.
+struct Source {
+    referrer: &'static str,
+    channel: &'static str,
+    querystring: &'static str,
+}
+
+static SOURCES: [Source; 7] = [
+    Source {
+        referrer: "",
+        channel: "Direct",
+        querystring: "",
+    },
+    Source {
+        referrer: "https://www.google.com/search?q=rivulet",
+        channel: "Organic Search",
+        querystring: "",
+    },
+    Source {
+        referrer: "https://news.ycombinator.com/item?id=1",
+        channel: "Referral",
+        querystring: "?ref=hn",
+    },
+    Source {
+        referrer: "",
+        channel: "Email",
+        querystring: "?utm_source=newsletter&utm_medium=email&utm_campaign=spring+sale&utm_content=50%25%20off&utm_term=web+analytics",
+    },
+    // Without its `?`, as some clients store it.
+    Source {
+        referrer: "https://t.co/xyz",
+        channel: "Social",
+        querystring: "utm_source=twitter&utm_medium=social&utm_campaign=Launch",
+    },
+    // The site itself: no source, no referrer.
+    Source {
+        referrer: "https://example.com/pricing",
+        channel: "Internal",
+        querystring: "",
+    },
+    // An empty utm_source: the source is the referring host.
+    Source {
+        referrer: "https://www.bing.com/",
+        channel: "Organic Search",
+        querystring: "?utm_source=&utm_medium=cpc",
+    },
+];
+const INTERNAL: usize = 5;
+
+const PAGES: [&str; 7] = [
+    "/",
+    "/pricing",
+    "/blog/post-1",
+    "/blog/post-2",
+    "/docs/Getting-Started",
+    "/about",
+    "/blog",
+];
+
+/// One event of a visit: seconds after the previous one, type, name, properties, page.
+#[derive(Clone)]
+struct Step {
+    gap: i64,
+    kind: &'static str,
+    name: &'static str,
+    props: &'static str,
+    page: &'static str,
+}
+
+fn pageview(gap: i64, page: &'static str) -> Step {
+    Step {
+        gap,
+        kind: "pageview",
+        name: "",
+        props: "",
+        page,
+    }
+}
+
+/// Something a visitor did on a page (or the page did on its own: web vitals, errors).
+fn interaction(rng: &mut Rng, gap: i64, page: &'static str) -> Step {
+    let (kind, name, props) = match rng.below(9) {
+        0 => ("custom_event", "signup", r#"{"count":3,"plan":"pro"}"#),
+        1 => ("custom_event", "signup", r#"{"count":1,"plan":"free"}"#),
+        2 => (
+            "custom_event",
+            "purchase",
+            r#"{"amount":2.5,"flag":true,"plan":"pro"}"#,
+        ),
+        3 => ("custom_event", "Download", r#"{"flag":null}"#),
+        4 => ("outbound", "", r#"{"url":"https://github.com/rivulet"}"#),
+        5 => ("button_click", "", ""),
+        6 => ("copy", "", "{}"),
+        7 => ("performance", "", ""),
+        _ => ("error", "TypeError", r#"{"message":"x is undefined"}"#),
+    };
+    Step {
+        gap,
+        kind,
+        name,
+        props,
+        page,
+    }
+}
+
+/// A visit of the random kinds: bounced (a pageview, perhaps with web vitals or an
+/// error), browsing (pageviews with things done between), engaged on one page, or
+/// server-side only (custom events, no pageview).
+fn random_steps(rng: &mut Rng) -> (Vec<Step>, bool) {
+    let gap = |rng: &mut Rng| 10 + rng.below(590) as i64;
+    let page = |rng: &mut Rng| *rng.pick(&PAGES);
+    let roll = rng.below(100);
+    let mut steps = Vec::new();
+    let server = roll >= 92;
+    if roll < 30 {
+        let p = page(rng);
+        steps.push(pageview(0, p));
+        if rng.chance(40) {
+            let g = gap(rng);
+            let kind = if rng.chance(50) {
+                "performance"
+            } else {
+                "error"
+            };
+            steps.push(Step {
+                gap: g,
+                kind,
+                name: if kind == "error" { "TypeError" } else { "" },
+                props: "",
+                page: p,
+            });
+        }
+    } else if roll < 80 {
+        for i in 0..2 + rng.below(3) {
+            let p = page(rng);
+            let g = if i == 0 { 0 } else { gap(rng) };
+            steps.push(pageview(g, p));
+            if rng.chance(35) {
+                let g = gap(rng);
+                steps.push(interaction(rng, g, p));
+            }
+        }
+    } else if roll < 92 {
+        let p = page(rng);
+        steps.push(pageview(0, p));
+        let g = gap(rng);
+        let (kind, name, props) = *rng.pick(&[
+            ("custom_event", "newsletter", "{}"),
+            ("outbound", "", r#"{"url":"https://github.com/rivulet"}"#),
+            ("form_submit", "", ""),
+            ("input_change", "", ""),
+        ]);
+        steps.push(Step {
+            gap: g,
+            kind,
+            name,
+            props,
+            page: p,
+        });
+    } else {
+        for i in 0..1 + rng.below(2) {
+            let g = if i == 0 { 0 } else { gap(rng) };
+            steps.push(Step {
+                gap: g,
+                kind: "custom_event",
+                name: "purchase",
+                props: r#"{"amount":2.5,"plan":"pro"}"#,
+                page: "/api/checkout",
+            });
+        }
+    }
+    (steps, server)
+}
+
+/// Epoch seconds of a UTC time `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn at(utc: &str) -> i64 {
+    utc.parse::<Timestamp>()
+        .unwrap_or_else(|e| panic!("{utc}: {e}"))
+        .as_second()
+}
+
+/// What a test writes and the evaluator reads: every row as written (duplicates and bots
+/// included), and the claims of anonymous ids.
+#[derive(Clone)]
+pub struct Dataset {
+    pub site_id: u32,
+    pub time_zone: String,
+    pub rows: Vec<EventRow>,
+    pub claims: Vec<ClaimRow>,
+}
+
+struct Writer<'a> {
+    site_id: u32,
+    seed: u64,
+    rng: &'a mut Rng,
+    ids: Rng,
+    rows: Vec<EventRow>,
+    visits: u64,
+}
+
+impl Writer<'_> {
+    /// The enricher's visitor id of a profile on a UTC day: 32 lowercase hex characters.
+    fn visitor_id(&self, profile: usize, ts: i64) -> String {
+        let mut r = Rng::new(self.seed ^ ((profile as u64) << 40) ^ ts.div_euclid(86_400) as u64);
+        format!("{:016x}{:016x}", r.next_u64(), r.next_u64())
+    }
+
+    fn event_id(&mut self) -> Uuid {
+        Uuid::from_u64_pair(self.ids.next_u64(), self.ids.next_u64())
+    }
+
+    /// Writes one visit. Its later events come from the site itself (an internal
+    /// referrer), now and then with other query parameters or another country: a visit's
+    /// properties are its first event's.
+    fn visit(&mut self, profile: usize, start: i64, source: usize, host: &str, steps: &[Step]) {
+        let p = &PROFILES[profile];
+        let src = &SOURCES[source];
+        self.visits += 1;
+        let session = format!("{:016x}{:016x}", self.ids.next_u64(), self.visits);
+        let visitor = self.visitor_id(profile, start);
+        let (user_id, anonymous_id) = match p.who {
+            Who::User(u, a) => (u.to_string(), a),
+            Who::Anonymous(a) => (visitor, a),
+            Who::Bot => (visitor, ""),
+        };
+        let mut ts = start;
+        let mut previous = "";
+        for (i, step) in steps.iter().enumerate() {
+            ts += step.gap;
+            let first = i == 0;
+            let querystring = if first {
+                src.querystring
+            } else if self.rng.chance(10) {
+                "?utm_source=inner&utm_campaign=inner"
+            } else {
+                ""
+            };
+            let (referrer, channel) = if first {
+                (src.referrer.to_string(), src.channel)
+            } else {
+                (format!("https://{host}{previous}"), "Internal")
+            };
+            let country = if !first && self.rng.chance(10) {
+                "AT"
+            } else {
+                p.country
+            };
+            let event_id = self.event_id();
+            self.rows.push(EventRow {
+                event_id,
+                site_id: self.site_id,
+                timestamp: ts as u32,
+                received_at: ts as u32,
+                event_type: step.kind.into(),
+                event_name: step.name.into(),
+                properties: step.props.into(),
+                hostname: host.into(),
+                pathname: step.page.into(),
+                querystring: querystring.into(),
+                referrer,
+                channel: channel.into(),
+                user_id: user_id.clone(),
+                session_id: session.clone(),
+                screen_width: p.screen,
+                screen_height: p.screen / 2,
+                country: country.into(),
+                region: p.region.into(),
+                city: p.city.into(),
+                browser: p.browser.into(),
+                browser_version: p.browser_version.into(),
+                operating_system: p.os.into(),
+                operating_system_version: p.os_version.into(),
+                device_type: p.device.into(),
+                is_bot: u8::from(matches!(p.who, Who::Bot)),
+                anonymous_id: anonymous_id.into(),
+                lcp: (step.kind == "performance").then_some(1800.0),
+                ..EventRow::default()
+            });
+            if step.kind == "pageview" {
+                previous = step.page;
+            }
+        }
+    }
+
+    /// `n` random visits starting in `[from, to)` (UTC seconds), by random visitors (no
+    /// bots) from random sources.
+    fn random_visits(&mut self, n: usize, from: i64, to: i64) {
+        for _ in 0..n {
+            let start = from + self.rng.below((to - from) as u64) as i64;
+            let profile = self.rng.below(BOT as u64) as usize;
+            let (steps, server) = random_steps(self.rng);
+            let source = if server {
+                0
+            } else {
+                self.rng.below(SOURCES.len() as u64) as usize
+            };
+            let host = if server {
+                ""
+            } else if self.rng.chance(20) {
+                "shop.example.com"
+            } else {
+                "example.com"
+            };
+            self.visit(profile, start, source, host, &steps);
+        }
+    }
+}
+
+/// The dataset of site `site_id`: `visits_2025` random visits from 2025-10-05 to
+/// 2025-11-03 (the main range, the two weeks before it and a day after), `visits_2024`
+/// from 2024-10-19 to 2024-11-03 (the year before), fixed visits on the edges that matter
+/// (the repeated hour of both DST changes, visits over midnight at both ends of the main
+/// range and inside it, a visit that starts on the site itself, a bot event inside a
+/// person's visit), bot visits, ~8 % of the events written twice (same event_id), and the
+/// claims of the anonymous ids. The same `seed` gives the same events (their ids differ
+/// by site).
+pub fn generate(site_id: u32, seed: u64, visits_2025: usize, visits_2024: usize) -> Dataset {
+    let mut rng = Rng::new(seed);
+    let mut w = Writer {
+        site_id,
+        seed,
+        rng: &mut rng,
+        ids: Rng::new(seed ^ (u64::from(site_id) << 20) ^ 0x5eed),
+        rows: Vec::new(),
+        visits: 0,
+    };
+    // 2025-10-05 00:00 CEST to 2025-11-04 00:00 CET; 2024-10-19 to 2024-11-04.
+    w.random_visits(
+        visits_2025,
+        at("2025-10-04T22:00:00Z"),
+        at("2025-11-03T23:00:00Z"),
+    );
+    w.random_visits(
+        visits_2024,
+        at("2024-10-18T22:00:00Z"),
+        at("2024-11-03T23:00:00Z"),
+    );
+    let signup = Step {
+        gap: 300,
+        kind: "custom_event",
+        name: "signup",
+        props: r#"{"count":3,"plan":"pro"}"#,
+        page: "/",
+    };
+    // The repeated hour of 2025-10-26: 02:50 CEST, then 02:00 and 02:15 CET.
+    w.visit(
+        8,
+        at("2025-10-26T00:50:00Z"),
+        1,
+        "example.com",
+        &[
+            pageview(0, "/"),
+            pageview(600, "/pricing"),
+            pageview(900, "/docs/Getting-Started"),
+        ],
+    );
+    // 02:20 CEST (bounced), 02:40 CET (engaged), 01:10 CEST, 03:05 CET.
+    w.visit(
+        3,
+        at("2025-10-26T00:20:00Z"),
+        0,
+        "example.com",
+        &[pageview(0, "/blog/post-1")],
+    );
+    w.visit(
+        1,
+        at("2025-10-26T01:40:00Z"),
+        3,
+        "example.com",
+        &[pageview(0, "/"), signup.clone()],
+    );
+    w.visit(
+        9,
+        at("2025-10-25T23:10:00Z"),
+        2,
+        "shop.example.com",
+        &[pageview(0, "/"), pageview(1200, "/pricing")],
+    );
+    w.visit(
+        5,
+        at("2025-10-26T02:05:00Z"),
+        0,
+        "example.com",
+        &[pageview(0, "/about")],
+    );
+    // Over midnight where the main range starts (23:50 CEST on the 19th), inside it, and
+    // where it ends (23:50 CET on 2 November).
+    w.visit(
+        0,
+        at("2025-10-19T21:50:00Z"),
+        1,
+        "example.com",
+        &[
+            pageview(0, "/blog"),
+            pageview(900, "/blog/post-2"),
+            pageview(600, "/pricing"),
+        ],
+    );
+    w.visit(
+        4,
+        at("2025-10-22T21:55:00Z"),
+        4,
+        "example.com",
+        &[pageview(0, "/"), pageview(600, "/about")],
+    );
+    w.visit(
+        6,
+        at("2025-11-02T22:50:00Z"),
+        6,
+        "example.com",
+        &[pageview(0, "/pricing"), pageview(1200, "/")],
+    );
+    // The repeated hour of 2024-10-27: 02:30 CEST and 02:20 CET.
+    w.visit(
+        2,
+        at("2024-10-27T00:30:00Z"),
+        0,
+        "example.com",
+        &[pageview(0, "/"), pageview(3000, "/blog")],
+    );
+    // A visit that starts on the site itself.
+    w.visit(
+        7,
+        at("2025-10-24T10:00:00Z"),
+        INTERNAL,
+        "example.com",
+        &[pageview(0, "/docs/Getting-Started")],
+    );
+    // A person's visit with a bot's event in it, earlier and from elsewhere: the visit's
+    // properties are those of its first event that is not a bot's.
+    w.visit(
+        10,
+        at("2025-10-28T09:00:00Z"),
+        2,
+        "example.com",
+        &[
+            pageview(0, "/"),
+            pageview(120, "/blog"),
+            interaction(&mut Rng::new(3), 60, "/blog"),
+        ],
+    );
+    let mut intruder = w.rows.last().unwrap().clone();
+    intruder.event_id = w.event_id();
+    intruder.timestamp -= 600;
+    intruder.received_at = intruder.timestamp;
+    intruder.is_bot = 1;
+    intruder.country = "CN".into();
+    intruder.pathname = "/wp-admin".into();
+    intruder.event_type = "pageview".into();
+    intruder.event_name = String::new();
+    intruder.properties = String::new();
+    w.rows.push(intruder);
+    // Bots.
+    for i in 0..6 {
+        let start = at("2025-10-20T08:00:00Z") + i * 2 * 86_400 + i * 3_600;
+        w.visit(
+            BOT,
+            start,
+            0,
+            "example.com",
+            &[
+                pageview(0, "/"),
+                pageview(5, "/pricing"),
+                pageview(5, "/blog"),
+            ],
+        );
+    }
+    w.visit(
+        BOT,
+        at("2024-10-25T08:00:00Z"),
+        0,
+        "example.com",
+        &[pageview(0, "/")],
+    );
+    let mut rows = std::mem::take(&mut w.rows);
+    // Copies of some events (a redelivery, a client's retry): the same event_id.
+    let mut copies = Rng::new(seed ^ 0xd0b1e);
+    let duplicates: Vec<EventRow> = rows.iter().filter(|_| copies.chance(8)).cloned().collect();
+    rows.extend(duplicates);
+
+    let ms = |utc: &str| (at(utc) * 1000) as u64;
+    let claim = |anon: &str, user: &str, trusted: bool, received: u64| ClaimRow {
+        site_id,
+        anonymous_id: anon.into(),
+        user_id: user.into(),
+        trusted: u8::from(trusted),
+        claimed_at_ms: received - 500,
+        received_at_ms: received,
+        rank: claim_rank(trusted, received),
+    };
+    let claims = vec![
+        claim("dev-alice-1", "alice", true, ms("2025-10-01T10:00:00Z")),
+        claim("dev-alice-2", "alice", false, ms("2025-10-01T10:00:00Z")),
+        // Later and keyless as well: the first claim keeps it.
+        claim("dev-alice-2", "bob", false, ms("2025-10-10T10:00:00Z")),
+        claim("dev-bob", "bob", false, ms("2025-10-02T10:00:00Z")),
+        // Keyless first, then keyed: the keyed claim owns it.
+        claim("dev-shared", "carol", false, ms("2025-09-01T10:00:00Z")),
+        claim("dev-shared", "alice", true, ms("2025-10-15T10:00:00Z")),
+    ];
+    Dataset {
+        site_id,
+        time_zone: TIME_ZONE.into(),
+        rows,
+        claims,
+    }
+}
+
+/// Puts a site in [`TIME_ZONE`] (`rivulet-admin sites update N --timezone`) and makes it
+/// a key that reads its statistics (`rivulet-admin keys create --site N --scope
+/// stats:read`); returns the key.
+pub async fn prepare_site(site_id: u32) -> String {
+    let site = site_id.to_string();
+    let updated =
+        crate::data::run_admin_async(&["sites", "update", &site, "--timezone", TIME_ZONE], &[])
+            .await
+            .json();
+    assert_eq!(updated["timezone"], TIME_ZONE, "{updated}");
+    let key = crate::data::run_admin_async(
+        &["keys", "create", "--site", &site, "--scope", "stats:read"],
+        &[],
+    )
+    .await
+    .json();
+    assert_eq!(key["scopes"], json!(["stats:read"]), "{key}");
+    key["api_key"].as_str().expect("the new key").to_string()
+}
+
+/// Writes a dataset as the enricher writes: each event's first copy in one insert, the
+/// second copies in another (so that they are separate rows until ClickHouse merges), by
+/// RowBinary through the `events` client (on a cluster, the Distributed table with
+/// synchronous inserts and the quorum); then the claims.
+pub async fn load(db: &Db, ds: &Dataset) {
+    let mut seen = HashSet::new();
+    let (mut first, mut again) = (Vec::new(), Vec::new());
+    for r in &ds.rows {
+        let out = if seen.insert(r.event_id) {
+            &mut first
+        } else {
+            &mut again
+        };
+        r.write_row_binary(out);
+    }
+    for data in [first, again] {
+        if !data.is_empty() {
+            rivulet_enricher::insert::insert_row_binary(db, &[bytes::Bytes::from(data)])
+                .await
+                .expect("insert the dataset's events");
+        }
+    }
+    let mut insert = db
+        .client
+        .insert::<ClaimRow>(CLAIMS_TABLE)
+        .await
+        .expect("insert claims");
+    for c in &ds.claims {
+        insert.write(c).await.expect("write a claim");
+    }
+    insert.end().await.expect("insert claims");
+}
+
+impl Dataset {
+    /// The dataset after `rivulet-admin erase --user-id user`: without the events under
+    /// that user id or under an anonymous id they claimed (won or lost) or sent with their
+    /// user id, and without the claims of those ids.
+    pub fn without_person(&self, user: &str) -> Dataset {
+        let anonymous = self.anonymous_ids_of(user);
+        let gone = |user_id: &str, anon: &str| user_id == user || anonymous.contains(anon);
+        Dataset {
+            rows: self
+                .rows
+                .iter()
+                .filter(|r| !gone(&r.user_id, &r.anonymous_id))
+                .cloned()
+                .collect(),
+            claims: self
+                .claims
+                .iter()
+                .filter(|c| !gone(&c.user_id, &c.anonymous_id))
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
+    }
+
+    /// The distinct events an erasure of `user` removes (bots' too, if any were theirs).
+    pub fn events_of_person(&self, user: &str) -> usize {
+        let anonymous = self.anonymous_ids_of(user);
+        self.rows
+            .iter()
+            .filter(|r| r.user_id == user || anonymous.contains(r.anonymous_id.as_str()))
+            .map(|r| r.event_id)
+            .collect::<HashSet<_>>()
+            .len()
+    }
+
+    fn anonymous_ids_of(&self, user: &str) -> HashSet<&str> {
+        self.claims
+            .iter()
+            .filter(|c| c.user_id == user)
+            .map(|c| c.anonymous_id.as_str())
+            .chain(
+                self.rows
+                    .iter()
+                    .filter(|r| r.user_id == user)
+                    .map(|r| r.anonymous_id.as_str()),
+            )
+            .filter(|a| !a.is_empty())
+            .collect()
+    }
+
+    /// The response docs/stats-api.md defines for `request` over this dataset. Supports
+    /// what the tests ask: date ranges of two dates, comparisons `previous_period` and
+    /// `year_over_year`, every metric, dimension and filter.
+    pub fn expected(&self, request: &Value) -> Value {
+        let q = Query::parse(request);
+        let tz = TimeZone::get(&self.time_zone).expect("an IANA time zone");
+        let events = self.events();
+        let main = Period::new(&tz, q.first, q.last, &events);
+        let bucket = q.time_dim().map(|i| bucket_of(&q.dims[i], &main));
+        let labels = bucket.map(|b| main.labels(b));
+        let mut rows = self.rows_of(&q, &main, &events, bucket);
+        let order = q.order();
+        rows.sort_by(|a, b| {
+            for (key, asc) in &order {
+                let c = match key {
+                    OrderKey::Metric(i) => a.raw[*i]
+                        .value()
+                        .partial_cmp(&b.raw[*i].value())
+                        .unwrap_or(Ordering::Equal),
+                    OrderKey::Dim(i) => a.dims[*i].cmp(&b.dims[*i]),
+                };
+                let c = if *asc { c } else { c.reverse() };
+                if c != Ordering::Equal {
+                    return c;
+                }
+            }
+            Ordering::Equal
+        });
+        let total_rows = rows.len();
+        let page: Vec<&Row> = rows.iter().skip(q.offset).take(q.limit).collect();
+
+        let comparison = q.comparison.as_ref().map(|mode| {
+            let (first, last) = match mode.as_str() {
+                "previous_period" => {
+                    let days = i64::from(q.first.until(q.last).unwrap().get_days()) + 1;
+                    (
+                        q.first.checked_sub(days.days()).unwrap(),
+                        q.first.yesterday().unwrap(),
+                    )
+                }
+                "year_over_year" => (
+                    q.first.checked_sub(1.year()).unwrap(),
+                    q.last.checked_sub(1.year()).unwrap(),
+                ),
+                other => panic!("the evaluator knows no comparison mode {other}"),
+            };
+            let period = Period::new(&tz, first, last, &events);
+            let labels = bucket.map(|b| period.labels(b));
+            let rows = self.rows_of(&q, &period, &events, bucket);
+            (period, labels, rows)
+        });
+
+        let time = q.time_dim();
+        let key = |dims: &[String], labels: &Option<Vec<String>>| {
+            let position = time.and_then(|t| labels.as_ref()?.iter().position(|l| *l == dims[t]));
+            let others: Vec<String> = dims
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| Some(*i) != time)
+                .map(|(_, v)| v.clone())
+                .collect();
+            (position, others)
+        };
+        let compared = comparison.as_ref().map(|(_, labels, rows)| {
+            rows.iter()
+                .map(|r| (key(&r.dims, labels), r))
+                .collect::<HashMap<_, _>>()
+        });
+        // With dimensions and no row on the page there is nothing to compare.
+        let attach = compared.is_some() && (q.dims.is_empty() || !page.is_empty());
+        let results: Vec<Value> = page
+            .iter()
+            .map(|row| {
+                let mut out = json!({
+                    "metrics": q.metrics.iter().zip(&row.raw).map(|(m, r)| shown(m, r).0).collect::<Vec<_>>(),
+                    "dimensions": row.dims.iter().enumerate().map(|(i, v)| label(&q.dims[i], v)).collect::<Vec<_>>(),
+                });
+                if attach {
+                    let (_, comp_labels, _) = comparison.as_ref().unwrap();
+                    let k = key(&row.dims, &labels);
+                    let twin = compared.as_ref().unwrap().get(&k);
+                    let dims: Vec<Value> = row
+                        .dims
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| {
+                            if Some(i) == time {
+                                k.0.and_then(|p| comp_labels.as_ref()?.get(p).cloned())
+                                    .map_or(Value::Null, Value::String)
+                            } else {
+                                Value::String(label(&q.dims[i], v))
+                            }
+                        })
+                        .collect();
+                    let zero = Raw::count(0);
+                    let old: Vec<(Value, f64)> = q
+                        .metrics
+                        .iter()
+                        .enumerate()
+                        .map(|(i, m)| shown(m, twin.map_or(&zero, |t| &t.raw[i])))
+                        .collect();
+                    let new: Vec<f64> = q
+                        .metrics
+                        .iter()
+                        .zip(&row.raw)
+                        .map(|(m, r)| shown(m, r).1)
+                        .collect();
+                    out["comparison"] = json!({
+                        "dimensions": dims,
+                        "metrics": old.iter().map(|(v, _)| v.clone()).collect::<Vec<_>>(),
+                        "change": q.metrics.iter().zip(old.iter().zip(&new))
+                            .map(|(m, ((_, o), n))| change(m, *o, *n)).collect::<Vec<_>>(),
+                    });
+                }
+                out
+            })
+            .collect();
+
+        let mut meta = serde_json::Map::new();
+        if q.time_labels {
+            meta.insert("time_labels".into(), json!(labels.clone().unwrap()));
+        }
+        if q.total_rows {
+            meta.insert("total_rows".into(), json!(total_rows));
+        }
+        if let Some((period, _, _)) = &comparison {
+            meta.insert("comparison_date_range".into(), json!(period.echo()));
+        }
+        let mut include =
+            json!({"time_labels": q.time_labels, "total_rows": q.total_rows, "imports": q.imports});
+        if let Some(mode) = &q.comparison {
+            include["comparisons"] = json!({ "mode": mode });
+        }
+        json!({
+            "results": results,
+            "meta": meta,
+            "query": {
+                "site_id": q.site_id,
+                "metrics": q.metrics,
+                "date_range": main.echo(),
+                "filters": q.filters_json,
+                "dimensions": q.dims,
+                "order_by": order.iter().map(|(k, asc)| {
+                    let name = match k {
+                        OrderKey::Metric(i) => q.metrics[*i].clone(),
+                        OrderKey::Dim(i) => q.dims[*i].clone(),
+                    };
+                    json!([name, if *asc { "asc" } else { "desc" }])
+                }).collect::<Vec<_>>(),
+                "include": include,
+                "pagination": {"limit": q.limit, "offset": q.offset},
+            }
+        })
+    }
+
+    /// Every event once (the first copy of each event_id), bots left out.
+    fn events(&self) -> Vec<&EventRow> {
+        let mut seen = HashSet::new();
+        self.rows
+            .iter()
+            .filter(|r| r.is_bot == 0 && seen.insert(r.event_id))
+            .collect()
+    }
+
+    /// The person of an event (docs: "Users"): its user id, unless that is a visitor id;
+    /// then the owner of its anonymous id, if claimed.
+    fn person(&self, e: &EventRow) -> String {
+        let visitor_id = e.user_id.len() == 32
+            && e.user_id
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !visitor_id {
+            return e.user_id.clone();
+        }
+        if e.anonymous_id.is_empty() {
+            return String::new();
+        }
+        // The strongest claim: keyed before keyless, then the first received.
+        self.claims
+            .iter()
+            .filter(|c| c.site_id == self.site_id && c.anonymous_id == e.anonymous_id)
+            .max_by_key(|c| (c.trusted, Reverse(c.received_at_ms), c.user_id.clone()))
+            .map(|c| c.user_id.clone())
+            .unwrap_or_default()
+    }
+
+    /// Every row of a query over one period, before the order and the page.
+    fn rows_of<'a>(
+        &self,
+        q: &Query,
+        period: &Period<'a>,
+        events: &[&'a EventRow],
+        bucket: Option<Bucket>,
+    ) -> Vec<Row> {
+        let mut groups: BTreeMap<Vec<String>, Acc> = BTreeMap::new();
+        let mut all_visitors: HashSet<&str> = HashSet::new();
+        for e in events
+            .iter()
+            .filter(|e| (period.start..period.end).contains(&i64::from(e.timestamp)))
+        {
+            let visit = &period.visits[e.session_id.as_str()];
+            let ctx = Ctx {
+                period,
+                visit,
+                bucket,
+            };
+            if !q.filters.iter().all(|f| f.holds(e, &ctx)) {
+                continue;
+            }
+            all_visitors.insert(&e.user_id);
+            let dims: Vec<String> = q.dims.iter().map(|d| ctx.value(d, e)).collect();
+            let acc = groups.entry(dims).or_default();
+            acc.visitors.insert(e.user_id.clone());
+            acc.visits.insert(e.session_id.clone());
+            acc.events.insert(e.event_id);
+            if e.event_type == "pageview" {
+                acc.pageviews.insert(e.event_id);
+            }
+            let person = self.person(e);
+            if !person.is_empty() {
+                acc.persons.insert(person);
+            }
+        }
+        if q.dims.is_empty() {
+            groups.entry(Vec::new()).or_default();
+        }
+        let total = all_visitors.len() as u128;
+        groups
+            .into_iter()
+            .map(|(dims, acc)| {
+                let visits: Vec<&Visit> = acc
+                    .visits
+                    .iter()
+                    .map(|s| &period.visits[s.as_str()])
+                    .collect();
+                let n = visits.len() as u128;
+                let raw = q
+                    .metrics
+                    .iter()
+                    .map(|m| match m.as_str() {
+                        "visitors" => Raw::count(acc.visitors.len()),
+                        "visits" => Raw::count(acc.visits.len()),
+                        "pageviews" => Raw::count(acc.pageviews.len()),
+                        "events" => Raw::count(acc.events.len()),
+                        "users" => Raw::count(acc.persons.len()),
+                        "views_per_visit" => {
+                            Raw::ratio(visits.iter().map(|v| u128::from(v.pageviews)).sum(), n)
+                        }
+                        "bounce_rate" => {
+                            Raw::ratio(100 * visits.iter().filter(|v| v.bounce).count() as u128, n)
+                        }
+                        "visit_duration" => {
+                            Raw::ratio(visits.iter().map(|v| v.duration as u128).sum(), n)
+                        }
+                        "percentage" => Raw::ratio(100 * acc.visitors.len() as u128, total),
+                        other => panic!("the evaluator knows no metric {other}"),
+                    })
+                    .collect();
+                Row { dims, raw }
+            })
+            .collect()
+    }
+}
+
+/// One row of a query: each dimension's raw value ("" when empty), each metric's exact
+/// value.
+struct Row {
+    dims: Vec<String>,
+    raw: Vec<Raw>,
+}
+
+#[derive(Default)]
+struct Acc {
+    visitors: HashSet<String>,
+    visits: HashSet<String>,
+    pageviews: HashSet<Uuid>,
+    events: HashSet<Uuid>,
+    persons: HashSet<String>,
+}
+
+/// A metric's exact value, `num / den` (`den` at least 1, as the engine's
+/// `greatest(…, 1)`).
+#[derive(Clone, Copy)]
+struct Raw {
+    num: u128,
+    den: u128,
+}
+
+impl Raw {
+    fn count(n: usize) -> Raw {
+        Raw {
+            num: n as u128,
+            den: 1,
+        }
+    }
+    fn ratio(num: u128, den: u128) -> Raw {
+        Raw {
+            num,
+            den: den.max(1),
+        }
+    }
+    fn value(&self) -> f64 {
+        self.num as f64 / self.den as f64
+    }
+    /// Rounded to `decimals`, half away from zero, exactly: the value times 10^decimals.
+    fn rounded(&self, decimals: u32) -> u128 {
+        let scale = 10u128.pow(decimals);
+        (2 * self.num * scale + self.den) / (2 * self.den)
+    }
+}
+
+/// A metric as the response shows it (docs: "Metrics": integers, views_per_visit with 2
+/// decimals, percentage with 1), and that value as a number.
+fn shown(metric: &str, raw: &Raw) -> (Value, f64) {
+    let decimals = match metric {
+        "views_per_visit" => 2,
+        "percentage" => 1,
+        _ => 0,
+    };
+    let k = raw.rounded(decimals);
+    if decimals == 0 {
+        (json!(k as u64), k as f64)
+    } else {
+        let v = k as f64 / 10f64.powi(decimals as i32);
+        (Value::Number(Number::from_f64(v).unwrap()), v)
+    }
+}
+
+/// A comparison's change (docs: "Comparisons"): the relative change in percent of the
+/// shown values, rounded (100 from 0 to anything, 0 from 0 to 0); for bounce_rate the
+/// difference in points, null when the old rate is 0.
+fn change(metric: &str, old: f64, new: f64) -> Value {
+    if metric == "bounce_rate" {
+        return if old > 0.0 {
+            json!((new - old).round() as i64)
+        } else {
+            Value::Null
+        };
+    }
+    if old == 0.0 {
+        return json!(if new > 0.0 { 100 } else { 0 });
+    }
+    json!(((new - old) / old * 100.0).round() as i64)
+}
+
+/// The label of a dimension's value: its empty label when empty (docs: "Dimensions").
+fn label(dim: &str, raw: &str) -> String {
+    match empty_label(dim) {
+        Some(l) if raw.is_empty() => l.to_string(),
+        _ => raw.to_string(),
+    }
+}
+
+fn empty_label(dim: &str) -> Option<&'static str> {
+    if dim.starts_with("time") {
+        None
+    } else if dim == "visit:source" || dim == "visit:referrer" {
+        Some("Direct / None")
+    } else if dim.starts_with("event:props:") {
+        Some("(none)")
+    } else {
+        Some("(not set)")
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Periods, visits and time buckets.
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Bucket {
+    Hour,
+    Day,
+    Week,
+    Month,
+}
+
+/// A time dimension's bucket; `time` by the main range's length in local days.
+fn bucket_of(dim: &str, main: &Period) -> Bucket {
+    match dim {
+        "time:hour" => Bucket::Hour,
+        "time:day" => Bucket::Day,
+        "time:week" => Bucket::Week,
+        "time:month" => Bucket::Month,
+        "time" => match i64::from(main.first.until(main.last).unwrap().get_days()) + 1 {
+            ..=1 => Bucket::Hour,
+            2..=31 => Bucket::Day,
+            32..=92 => Bucket::Week,
+            _ => Bucket::Month,
+        },
+        other => panic!("{other} is not a time dimension"),
+    }
+}
+
+/// A visit as the docs measure it, from all its events within the lookaround.
+struct Visit {
+    attrs: HashMap<&'static str, String>,
+    pageviews: u64,
+    bounce: bool,
+    duration: i64,
+}
+
+/// A range of local dates: `[start, end)` in epoch seconds, and its visits.
+struct Period<'a> {
+    tz: &'a TimeZone,
+    first: Date,
+    last: Date,
+    start: i64,
+    end: i64,
+    visits: HashMap<&'a str, Visit>,
+}
+
+impl<'a> Period<'a> {
+    fn new(tz: &'a TimeZone, first: Date, last: Date, events: &[&'a EventRow]) -> Period<'a> {
+        let start = start_of_day(tz, first);
+        let end = start_of_day(tz, last.tomorrow().unwrap());
+        let mut by_visit: HashMap<&str, Vec<&EventRow>> = HashMap::new();
+        for e in events {
+            let t = i64::from(e.timestamp);
+            if t >= start - LOOKAROUND && t < end + LOOKAROUND {
+                by_visit.entry(&e.session_id).or_default().push(e);
+            }
+        }
+        let visits = by_visit
+            .into_iter()
+            .map(|(id, mut evs)| {
+                evs.sort_by_key(|e| (e.timestamp, e.event_id));
+                (id, visit_of(&evs))
+            })
+            .collect();
+        Period {
+            tz,
+            first,
+            last,
+            start,
+            end,
+            visits,
+        }
+    }
+
+    /// `[first second, last second]` as the response echoes them: local, with the offset.
+    fn echo(&self) -> [String; 2] {
+        [self.iso(self.start), self.iso(self.end - 1)]
+    }
+
+    fn iso(&self, second: i64) -> String {
+        self.zoned(second)
+            .strftime("%Y-%m-%dT%H:%M:%S%:z")
+            .to_string()
+    }
+
+    fn zoned(&self, second: i64) -> jiff::Zoned {
+        Timestamp::from_second(second)
+            .unwrap()
+            .to_zoned(self.tz.clone())
+    }
+
+    /// An event's bucket: its local hour, day, week (from Monday, or the range's first
+    /// day if later) or month.
+    fn bucket(&self, bucket: Bucket, second: i64) -> String {
+        let z = self.zoned(second);
+        let date = z.date();
+        match bucket {
+            Bucket::Hour => z.strftime("%Y-%m-%d %H:00:00").to_string(),
+            Bucket::Day => date.to_string(),
+            Bucket::Week => {
+                let back = i64::from(date.weekday().to_monday_zero_offset());
+                let monday = date.checked_sub(back.days()).unwrap();
+                monday.max(self.first).to_string()
+            }
+            Bucket::Month => date.first_of_month().to_string(),
+        }
+    }
+
+    /// Every bucket of the range, in order (a local hour that repeats is one bucket).
+    fn labels(&self, bucket: Bucket) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut push = |l: String| {
+            if out.last() != Some(&l) {
+                out.push(l);
+            }
+        };
+        match bucket {
+            Bucket::Hour => {
+                let mut t = self.start;
+                while t < self.end {
+                    push(self.bucket(Bucket::Hour, t));
+                    t += 3600;
+                }
+            }
+            Bucket::Day | Bucket::Week => {
+                let mut d = self.first;
+                while d <= self.last {
+                    if bucket == Bucket::Day || d == self.first || d.weekday() == Weekday::Monday {
+                        push(d.to_string());
+                    }
+                    d = d.tomorrow().unwrap();
+                }
+            }
+            Bucket::Month => {
+                let mut d = self.first.first_of_month();
+                while d <= self.last {
+                    push(d.to_string());
+                    d = d.checked_add(1.month()).unwrap();
+                }
+            }
+        }
+        out
+    }
+}
+
+fn start_of_day(tz: &TimeZone, date: Date) -> i64 {
+    date.to_zoned(tz.clone())
+        .unwrap()
+        .start_of_day()
+        .unwrap()
+        .timestamp()
+        .as_second()
+}
+
+/// A visit's properties (its first event's; the entry and exit page of its first and last
+/// pageview) and measures, from its events in time order.
+fn visit_of(evs: &[&EventRow]) -> Visit {
+    let first = evs[0];
+    let pageviews: Vec<&&EventRow> = evs.iter().filter(|e| e.event_type == "pageview").collect();
+    let engaged = evs
+        .iter()
+        .any(|e| ENGAGEMENT.contains(&e.event_type.as_str()));
+    let internal = first.channel == "Internal";
+    let utm = |name: &str| url_parameter(&first.querystring, name);
+    let source = match utm("utm_source") {
+        s if !s.is_empty() => s,
+        _ if internal => String::new(),
+        _ => domain_without_www(&first.referrer),
+    };
+    let screen = match first.screen_width {
+        0 => "",
+        w if w < 576 => "Mobile",
+        w if w < 992 => "Tablet",
+        w if w < 1440 => "Laptop",
+        _ => "Desktop",
+    };
+    let attrs: HashMap<&'static str, String> = [
+        (
+            "entry_page",
+            pageviews
+                .first()
+                .map(|e| e.pathname.clone())
+                .unwrap_or_default(),
+        ),
+        (
+            "exit_page",
+            pageviews
+                .last()
+                .map(|e| e.pathname.clone())
+                .unwrap_or_default(),
+        ),
+        ("source", source),
+        (
+            "referrer",
+            if internal {
+                String::new()
+            } else {
+                first.referrer.clone()
+            },
+        ),
+        ("channel", first.channel.clone()),
+        ("utm_source", utm("utm_source")),
+        ("utm_medium", utm("utm_medium")),
+        ("utm_campaign", utm("utm_campaign")),
+        ("utm_content", utm("utm_content")),
+        ("utm_term", utm("utm_term")),
+        ("device", first.device_type.clone()),
+        ("browser", first.browser.clone()),
+        ("browser_version", first.browser_version.clone()),
+        ("os", first.operating_system.clone()),
+        ("os_version", first.operating_system_version.clone()),
+        ("country", first.country.clone()),
+        ("region", first.region.clone()),
+        ("city", first.city.clone()),
+        ("screen", screen.to_string()),
+    ]
+    .into_iter()
+    .collect();
+    Visit {
+        attrs,
+        pageviews: pageviews.len() as u64,
+        bounce: pageviews.len() == 1 && !engaged,
+        duration: i64::from(evs[evs.len() - 1].timestamp) - i64::from(first.timestamp),
+    }
+}
+
+/// A query parameter of a query string stored with or without its `?`: URL-decoded, `+`
+/// as a space.
+fn url_parameter(querystring: &str, name: &str) -> String {
+    let q = querystring.strip_prefix('?').unwrap_or(querystring);
+    let q = q.split('#').next().unwrap_or_default();
+    q.split('&')
+        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+        .map(|v| percent_decode(&v.replace('+', " ")))
+        .unwrap_or_default()
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).and_then(|c| hex(*c)),
+            b.get(i + 2).and_then(|c| hex(*c)),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The host of a URL without a leading `www.`.
+fn domain_without_www(url: &str) -> String {
+    let Some((_, rest)) = url.split_once("://") else {
+        return String::new();
+    };
+    let host = rest.split(['/', '?', '#', ':']).next().unwrap_or_default();
+    host.strip_prefix("www.").unwrap_or(host).to_string()
+}
+
+/// A custom property as text: a string unescaped, anything else as its JSON; "" when
+/// absent.
+fn property(properties: &str, name: &str) -> String {
+    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(properties) else {
+        return String::new();
+    };
+    match map.get(name) {
+        None => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    }
+}
+
+/// What a dimension's value is read from: the event, its visit, its period.
+struct Ctx<'a, 'b> {
+    period: &'b Period<'a>,
+    visit: &'b Visit,
+    bucket: Option<Bucket>,
+}
+
+impl Ctx<'_, '_> {
+    /// A dimension's raw value for an event ("" when empty).
+    fn value(&self, dim: &str, e: &EventRow) -> String {
+        if let Some(name) = dim.strip_prefix("event:props:") {
+            return property(&e.properties, name);
+        }
+        if let Some(p) = dim.strip_prefix("visit:") {
+            return self
+                .visit
+                .attrs
+                .get(p)
+                .unwrap_or_else(|| panic!("the evaluator knows no dimension {dim}"))
+                .clone();
+        }
+        match dim {
+            "event:name" if e.event_name.is_empty() => e.event_type.clone(),
+            "event:name" => e.event_name.clone(),
+            "event:page" => e.pathname.clone(),
+            "event:hostname" => e.hostname.clone(),
+            "event:type" => e.event_type.clone(),
+            d if d.starts_with("time") => self
+                .period
+                .bucket(self.bucket.expect("a time bucket"), i64::from(e.timestamp)),
+            other => panic!("the evaluator knows no dimension {other}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Queries and filters.
+
+enum Filter {
+    Leaf {
+        op: String,
+        dim: String,
+        values: Vec<String>,
+        patterns: Vec<Regex>,
+        case_sensitive: bool,
+    },
+    And(Vec<Filter>),
+    Or(Vec<Filter>),
+    Not(Box<Filter>),
+}
+
+impl Filter {
+    fn parse(v: &Value) -> Filter {
+        let items = v.as_array().expect("a filter is an array");
+        let op = items[0].as_str().unwrap();
+        match op {
+            "and" | "or" => {
+                let children = items[1].as_array().unwrap().iter().map(Filter::parse);
+                if op == "and" {
+                    Filter::And(children.collect())
+                } else {
+                    Filter::Or(children.collect())
+                }
+            }
+            "not" => Filter::Not(Box::new(Filter::parse(&items[1]))),
+            _ => {
+                let case_sensitive = items
+                    .get(3)
+                    .and_then(|m| m["case_sensitive"].as_bool())
+                    .unwrap_or(true);
+                let values: Vec<String> = items[2]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s.as_str().unwrap().to_string())
+                    .collect();
+                let patterns = if op.starts_with("matches") {
+                    values
+                        .iter()
+                        .map(|p| {
+                            let p = if case_sensitive {
+                                p.clone()
+                            } else {
+                                format!("(?i:{p})")
+                            };
+                            Regex::new(&p).unwrap()
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                Filter::Leaf {
+                    op: op.to_string(),
+                    dim: items[1].as_str().unwrap().to_string(),
+                    values,
+                    patterns,
+                    case_sensitive,
+                }
+            }
+        }
+    }
+
+    /// Whether an event passes: `event:` leaves read the event, `visit:` leaves its visit.
+    fn holds(&self, e: &EventRow, ctx: &Ctx) -> bool {
+        match self {
+            Filter::And(fs) => fs.iter().all(|f| f.holds(e, ctx)),
+            Filter::Or(fs) => fs.iter().any(|f| f.holds(e, ctx)),
+            Filter::Not(f) => !f.holds(e, ctx),
+            Filter::Leaf {
+                op,
+                dim,
+                values,
+                patterns,
+                case_sensitive,
+            } => {
+                let value = ctx.value(dim, e);
+                let fold = |s: &str| {
+                    if *case_sensitive {
+                        s.to_string()
+                    } else {
+                        s.to_lowercase()
+                    }
+                };
+                let (positive, negated) = match op.as_str() {
+                    "is" | "is_not" => {
+                        let empty = empty_label(dim);
+                        let any = values.iter().any(|v| {
+                            // The empty label stands for the empty value.
+                            let v = if Some(v.as_str()) == empty { "" } else { v };
+                            fold(&value) == fold(v)
+                        });
+                        (any, op == "is_not")
+                    }
+                    "contains" | "contains_not" => (
+                        values.iter().any(|v| fold(&value).contains(&fold(v))),
+                        op == "contains_not",
+                    ),
+                    "matches" | "matches_not" => (
+                        patterns.iter().any(|p| p.is_match(&value)),
+                        op == "matches_not",
+                    ),
+                    other => panic!("the evaluator knows no operator {other}"),
+                };
+                positive != negated
+            }
+        }
+    }
+}
+
+enum OrderKey {
+    Metric(usize),
+    Dim(usize),
+}
+
+/// A request as the evaluator reads it.
+struct Query {
+    site_id: Value,
+    metrics: Vec<String>,
+    first: Date,
+    last: Date,
+    dims: Vec<String>,
+    filters_json: Value,
+    filters: Vec<Filter>,
+    order_by: Vec<(String, bool)>,
+    time_labels: bool,
+    total_rows: bool,
+    imports: bool,
+    comparison: Option<String>,
+    limit: usize,
+    offset: usize,
+}
+
+impl Query {
+    fn parse(r: &Value) -> Query {
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+                .unwrap_or_default()
+        };
+        let range = strings(&r["date_range"]);
+        assert_eq!(
+            range.len(),
+            2,
+            "the evaluator reads date ranges of two dates"
+        );
+        let date = |s: &str| s.parse::<Date>().unwrap();
+        let filters_json = if r["filters"].is_null() {
+            json!([])
+        } else {
+            r["filters"].clone()
+        };
+        let include = &r["include"];
+        Query {
+            site_id: r["site_id"].clone(),
+            metrics: strings(&r["metrics"]),
+            first: date(&range[0]),
+            last: date(&range[1]),
+            dims: strings(&r["dimensions"]),
+            filters: filters_json
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(Filter::parse)
+                .collect(),
+            filters_json,
+            order_by: r["order_by"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|o| (o[0].as_str().unwrap().to_string(), o[1] == "asc"))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            time_labels: include["time_labels"].as_bool().unwrap_or(false),
+            total_rows: include["total_rows"].as_bool().unwrap_or(false),
+            imports: include["imports"].as_bool().unwrap_or(false),
+            comparison: include["comparisons"]["mode"].as_str().map(str::to_string),
+            limit: r["pagination"]["limit"].as_u64().unwrap_or(10_000) as usize,
+            offset: r["pagination"]["offset"].as_u64().unwrap_or(0) as usize,
+        }
+    }
+
+    fn time_dim(&self) -> Option<usize> {
+        self.dims.iter().position(|d| d.starts_with("time"))
+    }
+
+    /// The order asked for, else time ascending or the first metric descending, then every
+    /// dimension not in it yet, ascending (docs: "Order and pages").
+    fn order(&self) -> Vec<(OrderKey, bool)> {
+        let key = |name: &str| match self.metrics.iter().position(|m| m == name) {
+            Some(i) => OrderKey::Metric(i),
+            None => OrderKey::Dim(self.dims.iter().position(|d| d == name).unwrap()),
+        };
+        let mut order: Vec<(OrderKey, bool)> = self
+            .order_by
+            .iter()
+            .map(|(n, asc)| (key(n), *asc))
+            .collect();
+        if order.is_empty() {
+            order.push(match self.time_dim() {
+                Some(t) => (OrderKey::Dim(t), true),
+                None => (OrderKey::Metric(0), false),
+            });
+        }
+        for i in 0..self.dims.len() {
+            if !order
+                .iter()
+                .any(|(k, _)| matches!(k, OrderKey::Dim(j) if *j == i))
+            {
+                order.push((OrderKey::Dim(i), true));
+            }
+        }
+        order
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The query matrix.
+
+/// Every metric but `percentage` (which needs a dimension).
+pub const OVERVIEW: [&str; 8] = [
+    "visitors",
+    "visits",
+    "pageviews",
+    "views_per_visit",
+    "bounce_rate",
+    "visit_duration",
+    "events",
+    "users",
+];
+/// The metrics an event dimension can be broken down by.
+pub const EVENT_METRICS: [&str; 6] = [
+    "visitors",
+    "visits",
+    "pageviews",
+    "events",
+    "percentage",
+    "users",
+];
+pub const EVENT_DIMENSIONS: [&str; 9] = [
+    "event:name",
+    "event:page",
+    "event:hostname",
+    "event:type",
+    "event:props:plan",
+    "event:props:count",
+    "event:props:amount",
+    "event:props:flag",
+    "event:props:url",
+];
+pub const VISIT_DIMENSIONS: [&str; 19] = [
+    "visit:entry_page",
+    "visit:exit_page",
+    "visit:source",
+    "visit:referrer",
+    "visit:channel",
+    "visit:utm_source",
+    "visit:utm_medium",
+    "visit:utm_campaign",
+    "visit:utm_content",
+    "visit:utm_term",
+    "visit:device",
+    "visit:browser",
+    "visit:browser_version",
+    "visit:os",
+    "visit:os_version",
+    "visit:country",
+    "visit:region",
+    "visit:city",
+    "visit:screen",
+];
+
+/// A named query of the matrix.
+pub type Named = (String, Value);
+
+fn query(site_id: u32, fields: Value) -> Value {
+    let mut q = json!({"site_id": site_id, "date_range": MAIN_RANGE});
+    q.as_object_mut()
+        .unwrap()
+        .extend(fields.as_object().unwrap().clone());
+    q
+}
+
+/// Every metric (the totals), each event dimension with every metric it takes, each visit
+/// dimension with every metric, and two and three dimensions at once.
+pub fn metric_and_dimension_queries(site_id: u32) -> Vec<Named> {
+    let mut all = OVERVIEW.to_vec();
+    all.push("percentage");
+    let mut out = vec![(
+        "every metric, totals".to_string(),
+        query(site_id, json!({"metrics": OVERVIEW})),
+    )];
+    for d in EVENT_DIMENSIONS {
+        out.push((
+            d.to_string(),
+            query(
+                site_id,
+                json!({"metrics": EVENT_METRICS, "dimensions": [d], "include": {"total_rows": true}}),
+            ),
+        ));
+    }
+    for d in VISIT_DIMENSIONS {
+        out.push((
+            d.to_string(),
+            query(
+                site_id,
+                json!({"metrics": all, "dimensions": [d], "include": {"total_rows": true}}),
+            ),
+        ));
+    }
+    out.push((
+        "visit:country × event:type".into(),
+        query(
+            site_id,
+            json!({"metrics": ["visitors", "events", "percentage", "visits"], "dimensions": ["visit:country", "event:type"]}),
+        ),
+    ));
+    out.push((
+        "visit:device × visit:browser × time:day".into(),
+        query(
+            site_id,
+            json!({"metrics": ["visits", "bounce_rate", "visit_duration", "views_per_visit"],
+                   "dimensions": ["visit:device", "visit:browser", "time:day"]}),
+        ),
+    ));
+    out.push((
+        "event:name × event:props:plan, custom events".into(),
+        query(
+            site_id,
+            json!({"metrics": ["visitors", "events"], "dimensions": ["event:name", "event:props:plan"],
+                   "filters": [["is", "event:type", ["custom_event"]]]}),
+        ),
+    ));
+    out
+}
+
+/// Local time buckets: hours on both DST days (the repeated hour one bucket), days over
+/// the week of the change, weeks from a Wednesday, months, and `time` picking each.
+pub fn time_queries(site_id: u32) -> Vec<Named> {
+    let metrics = json!([
+        "visitors",
+        "visits",
+        "pageviews",
+        "events",
+        "bounce_rate",
+        "visit_duration"
+    ]);
+    let q = |name: &str, range: [&str; 2], dims: Value| {
+        (
+            name.to_string(),
+            query(
+                site_id,
+                json!({"metrics": metrics, "date_range": range, "dimensions": dims,
+                       "include": {"time_labels": true, "total_rows": true}}),
+            ),
+        )
+    };
+    vec![
+        q(
+            "time:hour on 2025-10-26",
+            [DST_DAY, DST_DAY],
+            json!(["time:hour"]),
+        ),
+        q(
+            "time on 2025-10-26 (hours)",
+            [DST_DAY, DST_DAY],
+            json!(["time"]),
+        ),
+        q(
+            "time:hour on 2024-10-27",
+            ["2024-10-27", "2024-10-27"],
+            json!(["time:hour"]),
+        ),
+        q(
+            "time:hour over 2025-10-25..27",
+            ["2025-10-25", "2025-10-27"],
+            json!(["time:hour"]),
+        ),
+        q(
+            "time:day over the week of the change",
+            ["2025-10-20", "2025-10-26"],
+            json!(["time:day"]),
+        ),
+        q(
+            "time:day over the main range",
+            MAIN_RANGE,
+            json!(["time:day"]),
+        ),
+        q(
+            "time (days) over the main range",
+            MAIN_RANGE,
+            json!(["time"]),
+        ),
+        q(
+            "time:week from a Wednesday",
+            ["2025-10-08", "2025-11-03"],
+            json!(["time:week"]),
+        ),
+        q(
+            "time (weeks) over 57 days",
+            ["2025-09-15", "2025-11-10"],
+            json!(["time"]),
+        ),
+        q(
+            "time:month",
+            ["2025-09-15", "2025-11-10"],
+            json!(["time:month"]),
+        ),
+        q(
+            "time (months) over 17 months",
+            ["2024-07-01", "2025-11-30"],
+            json!(["time"]),
+        ),
+        q(
+            "visit:country × time:day",
+            ["2025-10-24", "2025-10-28"],
+            json!(["visit:country", "time:day"]),
+        ),
+    ]
+}
+
+/// The filters of the matrix: every operator, on event and visit dimensions, case
+/// sensitive and not, empty labels, and nested and/or/not trees.
+pub fn filters() -> Vec<(&'static str, Value)> {
+    let ci = json!({"case_sensitive": false});
+    vec![
+        ("is event:page", json!([["is", "event:page", ["/pricing"]]])),
+        (
+            "is_not event:page",
+            json!([["is_not", "event:page", ["/pricing", "/"]]]),
+        ),
+        (
+            "contains event:page",
+            json!([["contains", "event:page", ["blog"]]]),
+        ),
+        (
+            "contains event:page, any case",
+            json!([["contains", "event:page", ["GETTING"], ci]]),
+        ),
+        (
+            "contains event:page, case sensitive",
+            json!([["contains", "event:page", ["GETTING"]]]),
+        ),
+        (
+            "contains_not event:page",
+            json!([["contains_not", "event:page", ["/docs", "/about"]]]),
+        ),
+        (
+            "matches event:page",
+            json!([["matches", "event:page", ["^/blog/post-\\d+$"]]]),
+        ),
+        (
+            "matches event:page, any case",
+            json!([["matches", "event:page", ["^/DOCS/"], ci]]),
+        ),
+        (
+            "matches_not event:page",
+            json!([["matches_not", "event:page", ["^/$", "^/about"]]]),
+        ),
+        (
+            "matches_not event:page, any case",
+            json!([["matches_not", "event:page", ["^/BLOG"], ci]]),
+        ),
+        (
+            "is event:name",
+            json!([["is", "event:name", ["signup", "purchase"]]]),
+        ),
+        (
+            "is event:hostname",
+            json!([["is", "event:hostname", ["shop.example.com"]]]),
+        ),
+        (
+            "is event:hostname (not set)",
+            json!([["is", "event:hostname", ["(not set)"]]]),
+        ),
+        ("is event:type", json!([["is", "event:type", ["pageview"]]])),
+        (
+            "is_not event:props:plan (none)",
+            json!([["is_not", "event:props:plan", ["(none)"]]]),
+        ),
+        (
+            "is event:props:count",
+            json!([["is", "event:props:count", ["3"]]]),
+        ),
+        (
+            "is visit:country",
+            json!([["is", "visit:country", ["DE", "FR"]]]),
+        ),
+        (
+            "is_not visit:country",
+            json!([["is_not", "visit:country", ["DE"]]]),
+        ),
+        (
+            "is visit:browser, any case",
+            json!([["is", "visit:browser", ["chrome"], ci]]),
+        ),
+        (
+            "is visit:browser, case sensitive",
+            json!([["is", "visit:browser", ["chrome"]]]),
+        ),
+        (
+            "is_not visit:browser, any case",
+            json!([["is_not", "visit:browser", ["FIREFOX"], ci]]),
+        ),
+        (
+            "is visit:source Direct / None",
+            json!([["is", "visit:source", ["Direct / None"]]]),
+        ),
+        (
+            "is_not visit:referrer Direct / None",
+            json!([["is_not", "visit:referrer", ["Direct / None"]]]),
+        ),
+        (
+            "contains visit:referrer",
+            json!([["contains", "visit:referrer", ["google", "bing"]]]),
+        ),
+        (
+            "contains_not visit:utm_campaign, any case",
+            json!([["contains_not", "visit:utm_campaign", ["SALE"], ci]]),
+        ),
+        (
+            "matches visit:entry_page",
+            json!([["matches", "visit:entry_page", ["^/blog"]]]),
+        ),
+        (
+            "matches_not visit:exit_page",
+            json!([["matches_not", "visit:exit_page", ["pricing"]]]),
+        ),
+        (
+            "matches visit:utm_source",
+            json!([["matches", "visit:utm_source", ["^news|^twit"]]]),
+        ),
+        (
+            "is visit:screen",
+            json!([["is", "visit:screen", ["Laptop", "Mobile"]]]),
+        ),
+        (
+            "is visit:channel",
+            json!([["is", "visit:channel", ["Organic Search"]]]),
+        ),
+        (
+            "is visit:os_version (not set)",
+            json!([["is", "visit:os_version", ["(not set)"]]]),
+        ),
+        (
+            "is visit:city any case and contains visit:region",
+            json!([
+                ["is", "visit:city", ["berlin", "PARIS"], ci],
+                ["contains", "visit:region", ["-"]]
+            ]),
+        ),
+        (
+            "the docs' mixed tree",
+            json!([
+                [
+                    "or",
+                    [
+                        ["is", "visit:country", ["DE"]],
+                        [
+                            "and",
+                            [
+                                ["contains", "event:page", ["blog"]],
+                                ["not", ["is", "visit:source", ["Direct / None"]]]
+                            ]
+                        ]
+                    ]
+                ],
+                ["is_not", "event:name", ["signup"]]
+            ]),
+        ),
+        (
+            "not (event type or visit device)",
+            json!([[
+                "not",
+                [
+                    "or",
+                    [
+                        ["is", "event:type", ["performance", "error"]],
+                        ["is", "visit:device", ["Mobile"]]
+                    ]
+                ]
+            ]]),
+        ),
+        (
+            "and of visit and event leaves",
+            json!([[
+                "and",
+                [
+                    ["is", "visit:device", ["Desktop"]],
+                    ["matches", "event:page", ["^/(pricing|about)$"]],
+                    ["not", ["contains", "visit:browser", ["Fire"]]]
+                ]
+            ]]),
+        ),
+    ]
+}
+
+/// Each filter with every metric but `percentage`, and some with a dimension.
+pub fn filter_queries(site_id: u32) -> Vec<Named> {
+    let mut out: Vec<Named> = filters()
+        .into_iter()
+        .map(|(name, f)| {
+            (
+                format!("filter: {name}"),
+                query(site_id, json!({"metrics": OVERVIEW, "filters": f})),
+            )
+        })
+        .collect();
+    let with = |name: &str, dims: Value, metrics: Value, f: Value| {
+        (
+            format!("filter: {name}"),
+            query(
+                site_id,
+                json!({"metrics": metrics, "dimensions": dims, "filters": f}),
+            ),
+        )
+    };
+    out.push(with(
+        "is event:hostname, by visit:entry_page",
+        json!(["visit:entry_page"]),
+        json!(["visits", "bounce_rate", "views_per_visit", "percentage"]),
+        json!([["is", "event:hostname", ["shop.example.com"]]]),
+    ));
+    out.push(with(
+        "is visit:channel, by visit:source",
+        json!(["visit:source"]),
+        json!(["visitors", "visits", "pageviews", "percentage"]),
+        json!([["is", "visit:channel", ["Organic Search", "Referral"]]]),
+    ));
+    out.push(with(
+        "contains event:page, by event:page",
+        json!(["event:page"]),
+        json!(["visitors", "pageviews", "percentage"]),
+        json!([["contains", "event:page", ["blog"], {"case_sensitive": false}]]),
+    ));
+    out.push(with(
+        "the docs' visits by source",
+        json!(["visit:source"]),
+        json!(["visits", "bounce_rate", "visit_duration"]),
+        json!([["is", "visit:country", ["DE", "FR"]], ["contains", "event:page", ["blog"], {"case_sensitive": false}]]),
+    ));
+    out
+}
+
+/// Comparisons with the previous period and the year before: totals, by a dimension, by
+/// time (matched by position), and a row without a twin.
+pub fn comparison_queries(site_id: u32) -> Vec<Named> {
+    let c = |mode: &str| json!({"mode": mode});
+    let mut out = Vec::new();
+    for mode in ["previous_period", "year_over_year"] {
+        out.push((
+            format!("{mode}: totals"),
+            query(
+                site_id,
+                json!({"metrics": OVERVIEW, "include": {"comparisons": c(mode)}}),
+            ),
+        ));
+        out.push((
+            format!("{mode}: by visit:country"),
+            query(
+                site_id,
+                json!({"metrics": ["visitors", "visits", "bounce_rate", "views_per_visit", "percentage"],
+                       "dimensions": ["visit:country"], "include": {"comparisons": c(mode), "total_rows": true}}),
+            ),
+        ));
+        out.push((
+            format!("{mode}: by time:day"),
+            query(
+                site_id,
+                json!({"metrics": ["visitors", "visits", "pageviews", "bounce_rate"], "dimensions": ["time:day"],
+                       "include": {"comparisons": c(mode), "time_labels": true}}),
+            ),
+        ));
+        out.push((
+            format!("{mode}: by event:props:plan and time:week, filtered"),
+            query(
+                site_id,
+                json!({"metrics": ["events", "visitors"], "dimensions": ["event:props:plan", "time:week"],
+                       "filters": [["is", "event:type", ["custom_event"]]],
+                       "include": {"comparisons": c(mode)}}),
+            ),
+        ));
+    }
+    out.push((
+        "previous_period: time:hour on 2025-10-26 against the 25th".into(),
+        query(
+            site_id,
+            json!({"metrics": ["visitors", "pageviews"], "date_range": [DST_DAY, DST_DAY], "dimensions": ["time:hour"],
+                   "include": {"comparisons": c("previous_period"), "time_labels": true}}),
+        ),
+    ));
+    out.push((
+        "year_over_year: time:hour on 2025-10-26 against 2024-10-26".into(),
+        query(
+            site_id,
+            json!({"metrics": ["visitors", "pageviews"], "date_range": [DST_DAY, DST_DAY], "dimensions": ["time:hour"],
+                   "include": {"comparisons": c("year_over_year")}}),
+        ),
+    ));
+    out.push((
+        "previous_period: by event:page, a page".into(),
+        query(
+            site_id,
+            json!({"metrics": ["pageviews", "visitors"], "dimensions": ["event:page"],
+                   "include": {"comparisons": c("previous_period")}, "pagination": {"limit": 3, "offset": 2}}),
+        ),
+    ));
+    out
+}
+
+/// Pages through the default order, a metric's order, a dimension's, time descending,
+/// and past the last row.
+pub fn page_queries(site_id: u32) -> Vec<Named> {
+    let mut out = Vec::new();
+    for offset in [0, 3, 6, 9] {
+        out.push((
+            format!("event:page, limit 3 offset {offset}"),
+            query(
+                site_id,
+                json!({"metrics": ["pageviews", "visitors"], "dimensions": ["event:page"],
+                       "include": {"total_rows": true}, "pagination": {"limit": 3, "offset": offset}}),
+            ),
+        ));
+    }
+    out.push((
+        "visit:entry_page by visit_duration ascending, limit 4 offset 2".into(),
+        query(
+            site_id,
+            json!({"metrics": ["visits", "visit_duration"], "dimensions": ["visit:entry_page"],
+                   "order_by": [["visit_duration", "asc"]], "include": {"total_rows": true},
+                   "pagination": {"limit": 4, "offset": 2}}),
+        ),
+    ));
+    out.push((
+        "visit:country × visit:device by country descending, limit 5 offset 1".into(),
+        query(
+            site_id,
+            json!({"metrics": ["visitors"], "dimensions": ["visit:country", "visit:device"],
+                   "order_by": [["visit:country", "desc"]], "include": {"total_rows": true},
+                   "pagination": {"limit": 5, "offset": 1}}),
+        ),
+    ));
+    out.push((
+        "time:day descending, limit 5".into(),
+        query(
+            site_id,
+            json!({"metrics": ["visits"], "dimensions": ["time:day"], "order_by": [["time:day", "desc"]],
+                   "pagination": {"limit": 5}}),
+        ),
+    ));
+    out.push((
+        "visitors ascending then event:type descending".into(),
+        query(
+            site_id,
+            json!({"metrics": ["visitors", "events"], "dimensions": ["event:type"],
+                   "order_by": [["visitors", "asc"], ["event:type", "desc"]]}),
+        ),
+    ));
+    out.push((
+        "visit:browser past the last row".into(),
+        query(
+            site_id,
+            json!({"metrics": ["visitors"], "dimensions": ["visit:browser"], "include": {"total_rows": true},
+                   "pagination": {"limit": 10, "offset": 1000}}),
+        ),
+    ));
+    out
+}
+
+/// The whole matrix.
+pub fn all_queries(site_id: u32) -> Vec<Named> {
+    [
+        metric_and_dimension_queries(site_id),
+        time_queries(site_id),
+        filter_queries(site_id),
+        comparison_queries(site_id),
+        page_queries(site_id),
+    ]
+    .concat()
+}
+
+/// A few of the matrix's queries, for the cluster: the totals, a visit dimension, a
+/// filter tree of visit and event leaves, days, and a comparison.
+pub fn cluster_queries(site_id: u32) -> Vec<Named> {
+    let wanted = [
+        "every metric, totals",
+        "visit:country",
+        "filter: the docs' mixed tree",
+        "filter: the docs' visits by source",
+        "time:day over the main range",
+        "previous_period: totals",
+    ];
+    let all = all_queries(site_id);
+    let picked: Vec<Named> = all
+        .into_iter()
+        .filter(|(name, _)| wanted.contains(&name.as_str()))
+        .collect();
+    assert_eq!(
+        picked.len(),
+        wanted.len(),
+        "every wanted query is in the matrix"
+    );
+    picked
+}
+
+// ---------------------------------------------------------------------------------------
+// Asking the API.
+
+/// POSTs a query to a `rivulet-admin serve` at `url` with a Bearer key: the status, the
+/// headers, and the body (`Null` if not JSON).
+pub async fn ask(
+    url: &str,
+    key: Option<&str>,
+    body: &Value,
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let auth = key.map(|k| format!("Bearer {k}"));
+    let headers: Vec<(&str, &str)> = auth
+        .as_deref()
+        .map(|a| vec![("authorization", a)])
+        .unwrap_or_default();
+    post_bytes(
+        &format!("{url}/api/v2/query"),
+        serde_json::to_vec(body).unwrap(),
+        &headers,
+    )
+    .await
+}
+
+/// Sends every query (a few at a time) and compares each answer with the evaluator's:
+/// one entry per query that differs, naming it, its differences and the request.
+pub async fn mismatches(url: &str, key: &str, ds: &Dataset, queries: &[Named]) -> Vec<String> {
+    futures::stream::iter(queries)
+        .map(|(name, q)| async move {
+            let (status, _, got) = ask(url, Some(key), q).await;
+            if status != 200 {
+                return Some(format!("{name}: status {status}: {got}\n    request: {q}"));
+            }
+            let want = ds.expected(q);
+            let mut diffs = Vec::new();
+            differences("", &want, &got, &mut diffs);
+            (!diffs.is_empty()).then(|| {
+                format!(
+                    "{name}: {} difference(s) (want / got):\n    {}\n    request: {q}",
+                    diffs.len(),
+                    diffs
+                        .iter()
+                        .take(12)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join("\n    ")
+                )
+            })
+        })
+        .buffered(3)
+        .filter_map(|m| async move { m })
+        .collect()
+        .await
+}
+
+/// The paths where two JSON values differ, with both values.
+pub fn differences(path: &str, want: &Value, got: &Value, out: &mut Vec<String>) {
+    match (want, got) {
+        (Value::Object(a), Value::Object(b)) => {
+            for k in a.keys().chain(b.keys().filter(|k| !a.contains_key(*k))) {
+                let p = format!("{path}.{k}");
+                differences(
+                    &p,
+                    a.get(k).unwrap_or(&Value::Null),
+                    b.get(k).unwrap_or(&Value::Null),
+                    out,
+                );
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            if a.len() != b.len() {
+                out.push(format!("{path}: {} items / {} items", a.len(), b.len()));
+            }
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                differences(&format!("{path}[{i}]"), x, y, out);
+            }
+        }
+        _ if want != got => out.push(format!("{path}: {want} / {got}")),
+        _ => {}
+    }
+}
+
+/// The evaluator itself, on events few enough to count by hand.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(session: &str, user: &str, anon: &str, utc: &str, kind: &str, page: &str) -> EventRow {
+        EventRow {
+            event_id: Uuid::new_v4(),
+            site_id: 1,
+            timestamp: at(utc) as u32,
+            event_type: kind.into(),
+            pathname: page.into(),
+            user_id: user.into(),
+            session_id: session.into(),
+            anonymous_id: anon.into(),
+            channel: "Direct".into(),
+            ..EventRow::default()
+        }
+    }
+
+    /// Visit a, user u1: 02:30 CEST "/", then 02:10 and 02:20 CET "/x" and a signup, all
+    /// in the repeated hour. Visit b, anonymous (its id claimed by u2): 11:00 CET "/" and
+    /// web vitals 30 s later (a bounce). A bot's pageview, and a second copy of a's first
+    /// event.
+    fn dataset() -> Dataset {
+        let hex = "0123456789abcdef0123456789abcdef";
+        let mut signup = event("a", "u1", "", "2025-10-26T01:20:00Z", "custom_event", "/x");
+        signup.event_name = "signup".into();
+        signup.properties = r#"{"plan":"pro","n":2}"#.into();
+        let first = event("a", "u1", "", "2025-10-26T00:30:00Z", "pageview", "/");
+        let mut bot = event("c", hex, "", "2025-10-26T09:00:00Z", "pageview", "/");
+        bot.is_bot = 1;
+        let rows = vec![
+            first.clone(),
+            event("a", "u1", "", "2025-10-26T01:10:00Z", "pageview", "/x"),
+            signup,
+            event("b", hex, "dev", "2025-10-26T10:00:00Z", "pageview", "/"),
+            event("b", hex, "dev", "2025-10-26T10:00:30Z", "performance", "/"),
+            bot,
+            first,
+        ];
+        let claims = vec![ClaimRow {
+            site_id: 1,
+            anonymous_id: "dev".into(),
+            user_id: "u2".into(),
+            trusted: 1,
+            claimed_at_ms: 0,
+            received_at_ms: 0,
+            rank: claim_rank(true, 0),
+        }];
+        Dataset {
+            site_id: 1,
+            time_zone: TIME_ZONE.into(),
+            rows,
+            claims,
+        }
+    }
+
+    fn ask(fields: Value) -> Value {
+        dataset().expected(&query(1, {
+            let mut f = json!({"date_range": [DST_DAY, DST_DAY]});
+            f.as_object_mut()
+                .unwrap()
+                .extend(fields.as_object().unwrap().clone());
+            f
+        }))
+    }
+
+    #[test]
+    fn totals_count_each_event_once_and_leave_bots_out() {
+        let r = ask(json!({"metrics": OVERVIEW}));
+        // visitors, visits, pageviews, views_per_visit, bounce_rate, visit_duration
+        // ((3000 + 30) / 2), events, users (u1, and u2 by the claim).
+        assert_eq!(
+            r["results"],
+            json!([{"metrics": [2, 2, 3, 1.5, 50, 1515, 5, 2], "dimensions": []}])
+        );
+        assert_eq!(
+            r["query"]["date_range"],
+            json!(["2025-10-26T00:00:00+02:00", "2025-10-26T23:59:59+01:00"])
+        );
+        assert_eq!(r["query"]["order_by"], json!([["visitors", "desc"]]), "{r}");
+    }
+
+    #[test]
+    fn the_repeated_hour_is_one_bucket() {
+        let r = ask(
+            json!({"metrics": ["visitors", "visits", "pageviews"], "dimensions": ["time:hour"],
+                           "include": {"time_labels": true}}),
+        );
+        assert_eq!(
+            r["results"],
+            json!([{"metrics": [1, 1, 2], "dimensions": ["2025-10-26 02:00:00"]},
+                   {"metrics": [1, 1, 1], "dimensions": ["2025-10-26 11:00:00"]}])
+        );
+        let labels = r["meta"]["time_labels"].as_array().unwrap();
+        assert_eq!(labels.len(), 24);
+        assert_eq!(labels[2], "2025-10-26 02:00:00");
+        assert_eq!(labels[3], "2025-10-26 03:00:00");
+    }
+
+    #[test]
+    fn breakdowns_filters_and_comparisons() {
+        let r = ask(json!({"metrics": ["visitors", "percentage"], "dimensions": ["event:page"]}));
+        assert_eq!(
+            r["results"],
+            json!([{"metrics": [2, 100.0], "dimensions": ["/"]},
+                   {"metrics": [1, 50.0], "dimensions": ["/x"]}])
+        );
+        let r = ask(json!({"metrics": ["events"], "dimensions": ["event:props:n", "event:name"]}));
+        assert_eq!(
+            r["results"],
+            json!([{"metrics": [3], "dimensions": ["(none)", "pageview"]},
+                   {"metrics": [1], "dimensions": ["(none)", "performance"]},
+                   {"metrics": [1], "dimensions": ["2", "signup"]}])
+        );
+        // A visit filter counts the visits' events, an event filter the events themselves;
+        // the visits are measured whole (a's two pageviews: not a bounce).
+        let r = ask(json!({"metrics": ["events", "visits", "bounce_rate"],
+                           "filters": [["is", "visit:entry_page", ["/"]], ["is_not", "event:page", ["/X"], {"case_sensitive": false}]]}));
+        assert_eq!(r["results"][0]["metrics"], json!([3, 2, 50]));
+        let r = ask(json!({"metrics": ["visitors", "bounce_rate"],
+                           "include": {"comparisons": {"mode": "previous_period"}}}));
+        assert_eq!(
+            r["results"][0]["comparison"],
+            json!({"dimensions": [], "metrics": [0, 0], "change": [100, null]})
+        );
+        assert_eq!(
+            r["meta"]["comparison_date_range"],
+            json!(["2025-10-25T00:00:00+02:00", "2025-10-25T23:59:59+02:00"])
+        );
+    }
+
+    #[test]
+    fn query_strings_and_referrers() {
+        let qs = "utm_source=news&utm_campaign=spring+sale%21&x=1";
+        assert_eq!(url_parameter(qs, "utm_campaign"), "spring sale!");
+        assert_eq!(url_parameter(&format!("?{qs}"), "utm_source"), "news");
+        assert_eq!(url_parameter("?utm_source=&a=b", "utm_source"), "");
+        assert_eq!(url_parameter("?a=b", "utm_term"), "");
+        assert_eq!(
+            domain_without_www("https://www.google.com/search?q=x"),
+            "google.com"
+        );
+        assert_eq!(domain_without_www("https://t.co"), "t.co");
+        assert_eq!(domain_without_www(""), "");
+        assert_eq!(property(r#"{"a":null,"b":2.5,"c":"x"}"#, "a"), "null");
+        assert_eq!(property(r#"{"a":null,"b":2.5,"c":"x"}"#, "b"), "2.5");
+        assert_eq!(property(r#"{"a":null,"b":2.5,"c":"x"}"#, "c"), "x");
+        assert_eq!(property("", "c"), "");
+    }
+}
