@@ -77,8 +77,7 @@ impl Format {
 /// `--from`/`--to` (and the download's `from`/`to`): RFC 3339, a UTC date, or a time
 /// before now (`90m`, `7d`), as `replay` reads them; epoch seconds.
 pub fn parse_bound(s: &str) -> Result<u32, AdminError> {
-    let now_ms = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
-    let ms = crate::replay::parse_time(s, now_ms)?;
+    let ms = crate::replay::parse_time(s, rivulet_common::epoch::now_ms())?;
     u32::try_from(ms.div_euclid(1000))
         .map_err(|_| AdminError::Usage(format!("{s:?} is outside the times events can have")))
 }
@@ -198,14 +197,9 @@ pub const FIELDS: &[&str] = &[
     "person_id",
 ];
 
-pub fn rfc3339(secs: u32) -> String {
-    time::OffsetDateTime::from_unix_timestamp(secs.into())
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
+/// A stored second (`DateTime`: 1970 to 2106, always writable) as RFC 3339.
+fn rfc3339(secs: u32) -> String {
+    rivulet_common::epoch::rfc3339(secs.into()).unwrap_or_default()
 }
 
 /// One NDJSON line: the track API's names (`screenWidth`), in its order, then the

@@ -204,7 +204,7 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
         Box::new(std::io::BufReader::with_capacity(1 << 20, file))
     };
     let total_bytes = std::fs::metadata(&req.input).map(|m| m.len()).unwrap_or(0);
-    let now_ms = rivulet_common::privacy::now_ms() as i64;
+    let now_ms = rivulet_common::epoch::now_ms();
     // Events may lie at most a day after this import's start (and none before 2000):
     // any other time is skipped, never stored clamped or wrapped.
     let mut reader = Reader::new(req.format, input)
@@ -418,9 +418,7 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
 /// time RFC 3339 cannot write, rather than another one: the summary never shows a date
 /// wrapped or clamped (the reader lets none through, and this does not rely on it).
 fn summary_time(ms: i64) -> Option<String> {
-    let t = time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000)).ok()?;
-    t.format(&time::format_description::well_known::Rfc3339)
-        .ok()
+    rivulet_common::epoch::rfc3339(ms.div_euclid(1000))
 }
 
 fn this_progress(p: &Progress) -> Progress {

@@ -427,8 +427,7 @@ async fn run(command: Command) -> Result<Value, AdminError> {
             dry_run,
             optimize,
         } => {
-            let now_ms =
-                (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
+            let now_ms = rivulet_common::epoch::now_ms();
             let since_ms = replay::parse_time(&since, now_ms)?;
             let until_ms = match until {
                 Some(u) => replay::parse_time(&u, now_ms)?,

@@ -5,14 +5,7 @@ use rivulet_common::registry::{KeyRecord, Site};
 use serde_json::{json, Value};
 
 pub fn rfc3339(epoch_secs: u32) -> Value {
-    time::OffsetDateTime::from_unix_timestamp(epoch_secs.into())
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .map(Value::String)
-        .unwrap_or(Value::Null)
+    rivulet_common::epoch::rfc3339(epoch_secs.into()).map_or(Value::Null, Value::String)
 }
 
 pub fn site(s: &Site) -> Value {

@@ -223,11 +223,3 @@ pub struct Db {
     pub server_version: ServerVersion,
     pub topology: Topology,
 }
-
-/// True when a ClickHouse error is the server's exception with one of these codes.
-pub fn is_server_error(err: &clickhouse::error::Error, codes: &[u32]) -> bool {
-    let text = err.to_string();
-    codes
-        .iter()
-        .any(|c| text.contains(&format!("Code: {c}.")) || text.contains(&format!("Code: {c},")))
-}

@@ -31,8 +31,6 @@
 //! type, `JSONExtract*`, and `INSERT … SETTINGS` (an insert's settings go as URL
 //! parameters, `Client::with_setting`).
 
-use crate::ch::is_server_error;
-
 /// The first major version Rivulet treats as a current server.
 pub const CURRENT_SINCE_MAJOR: u32 = 22;
 
@@ -219,6 +217,15 @@ pub fn is_unknown_table(err: &clickhouse::error::Error) -> bool {
 /// insert is retried soon.
 pub fn is_quorum_busy(err: &clickhouse::error::Error) -> bool {
     is_server_error(err, QUORUM_BUSY)
+}
+
+/// The server's exception with one of these codes, in the words of every version
+/// ("Code: 60." on current servers, "Code: 60," on 18.16).
+fn is_server_error(err: &clickhouse::error::Error, codes: &[u32]) -> bool {
+    let text = err.to_string();
+    codes
+        .iter()
+        .any(|c| text.contains(&format!("Code: {c}.")) || text.contains(&format!("Code: {c},")))
 }
 
 #[cfg(test)]

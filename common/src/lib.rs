@@ -17,6 +17,7 @@ pub mod config;
 pub mod contract;
 #[cfg(feature = "clickhouse")]
 pub mod domain;
+pub mod epoch;
 pub mod error;
 pub mod event;
 pub mod health;

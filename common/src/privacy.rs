@@ -108,7 +108,7 @@ impl Receipt {
 
     /// The receipt in `state`, as a newer version.
     pub fn with_state(&self, state: State, reason: &str, rows_removed: u64) -> Receipt {
-        let now = now_ms();
+        let now = crate::epoch::now_ms() as u64;
         Receipt {
             state: state.as_str().to_string(),
             reason: reason.to_string(),
@@ -130,13 +130,6 @@ pub struct LedgerRow {
     pub request_id: String,
     pub suppress: u8,
     pub added_at_ms: u64,
-}
-
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// The most characters an id to erase may have (the longest id Rivulet stores).
@@ -167,7 +160,14 @@ pub async fn request_erasure(
             .await?;
         ids.extend(aliases.into_iter().map(|a| (IdKind::AnonymousId, a)));
     }
-    let (ledger, receipt) = new_request(site_id, kind, subject, &ids, suppress, now_ms());
+    let (ledger, receipt) = new_request(
+        site_id,
+        kind,
+        subject,
+        &ids,
+        suppress,
+        crate::epoch::now_ms() as u64,
+    );
     write_ledger(db, &ledger).await?;
     write_receipt(db, &receipt).await?;
     Ok(receipt)
@@ -226,7 +226,7 @@ pub async fn request_erasures(
             }
         }
     }
-    let now = now_ms();
+    let now = crate::epoch::now_ms() as u64;
     let mut ledger = Vec::new();
     let mut receipts = Vec::with_capacity(subjects.len());
     for subject in subjects {
@@ -310,7 +310,7 @@ pub async fn extend_requests(
     if added.is_empty() {
         return Ok(());
     }
-    let now = now_ms();
+    let now = crate::epoch::now_ms() as u64;
     let rows: Vec<LedgerRow> = added
         .iter()
         .map(|(r, kind, id)| LedgerRow {

@@ -587,9 +587,7 @@ fn join(paths: &[PathBuf]) -> String {
 }
 
 fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
+    rivulet_common::epoch::rfc3339(rivulet_common::epoch::now_ms() / 1000).unwrap_or_default()
 }
 
 #[cfg(test)]

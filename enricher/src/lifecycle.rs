@@ -221,8 +221,8 @@ impl Lifecycle {
 
     /// Erases the requests that are due, as one batch.
     async fn erase_due(&self) -> Result<(), clickhouse::error::Error> {
-        let due_before =
-            privacy::now_ms().saturating_sub(self.cfg.erasure_delay.as_millis() as u64);
+        let due_before = (rivulet_common::epoch::now_ms() as u64)
+            .saturating_sub(self.cfg.erasure_delay.as_millis() as u64);
         let batch: Vec<Receipt> = privacy::unfinished(&self.db)
             .await
             .map_err(ch_error)?
@@ -487,7 +487,7 @@ impl Lifecycle {
         if sites.is_empty() {
             return Ok(());
         }
-        let now = privacy::now_ms() / 1000;
+        let now = (rivulet_common::epoch::now_ms() as u64) / 1000;
         let today = now - now % 86_400;
         let cutoffs: BTreeMap<u32, u64> = sites
             .iter()
@@ -666,18 +666,8 @@ fn month_end(yyyymm: u32) -> u64 {
     } else {
         (year, month + 1)
     };
-    days_from_civil(i64::from(year), i64::from(month), 1).max(0) as u64 * 86_400
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    rivulet_common::epoch::days_from_civil(i64::from(year), i64::from(month), 1).max(0) as u64
+        * 86_400
 }
 
 /// `(site_id = ? AND <rule>) OR …` for every site, and its binds (the rule's one bind is

@@ -350,7 +350,7 @@ impl<R: BufRead> Reader<R> {
             input,
             parser,
             record,
-            now_ms: now_ms(),
+            now_ms: rivulet_common::epoch::now_ms(),
             done: false,
         })
     }
@@ -476,13 +476,6 @@ impl<R: BufRead> Iterator for Reader<R> {
 }
 
 impl<R: BufRead> std::iter::FusedIterator for Reader<R> {}
-
-/// The time now, epoch ms.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
 
 /// Reads the header record: the column names, trimmed.
 fn read_header<R: BufRead>(

@@ -5,6 +5,8 @@
 //! `created_at` is written so). Fractions beyond milliseconds are truncated. A leap
 //! second (`:60`) is read as the next second, as most systems store it.
 
+use rivulet_common::epoch::days_from_civil;
+
 /// Parses a date and time; the error says what is wrong with it.
 pub(crate) fn parse(s: &str) -> Result<i64, String> {
     parse_inner(s.as_bytes()).map_err(|why| format!("{s:?} is not a date and time: {why}"))
@@ -144,17 +146,6 @@ fn days_in_month(year: i64, month: i64) -> i64 {
         4 | 6 | 9 | 11 => 30,
         _ => 31,
     }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// Epoch milliseconds as an RFC 3339 UTC time, for messages: any year (a negative one
