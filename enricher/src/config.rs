@@ -1,5 +1,6 @@
 //! Enricher configuration from the environment (docs/configuration.md).
 
+use crate::health::Lane;
 use rivulet_common::ch::ChConfig;
 use rivulet_common::{config, kafka, CommonError};
 use std::path::PathBuf;
@@ -61,20 +62,78 @@ pub struct EnricherConfig {
     /// (0: as live events), so that on a busy machine live events get the CPU first.
     pub import_lane_nice: i32,
     /// `LIFECYCLE_RUNNER`, `ERASURE_*`, `RETENTION_CHECK_SECS`: erasures and retention.
-    pub lifecycle: crate::lifecycle::LifecycleConfig,
+    pub lifecycle: LifecycleConfig,
+}
+
+/// How the erasure and retention runner is paced.
+#[derive(Clone, Debug)]
+pub struct LifecycleConfig {
+    /// `LIFECYCLE_RUNNER`, default true: this enricher may run erasures and retention
+    /// (when it holds partition 0).
+    pub enabled: bool,
+    /// `ERASURE_CHECK_MS`, default 2000.
+    pub erasure_check: Duration,
+    /// `ERASURE_DELAY_MS`, default 10000: how old a request must be before its rows are
+    /// deleted: more than the ledger's refresh and maximum age, and a batch's age.
+    pub erasure_delay: Duration,
+    /// `ERASURE_BATCH_MAX`, default 10000 requests in one set of mutations.
+    pub erasure_batch_max: usize,
+    /// `RETENTION_CHECK_SECS`, default 3600.
+    pub retention_check: Duration,
+}
+
+/// When a batch is inserted: whichever limit it reaches first.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchLimits {
+    pub max_rows: usize,
+    pub max_bytes: usize,
+    pub max_age: Duration,
+}
+
+/// What sets one lane apart: its topic, its consumer group, its batches and its thread's
+/// priority.
+#[derive(Clone, Debug)]
+pub struct LaneConfig {
+    pub lane: Lane,
+    pub topic: String,
+    pub group_id: String,
+    pub batch: BatchLimits,
+    /// The nice value of the lane's thread (`rivulet_common::priority`).
+    pub nice: i32,
 }
 
 pub const DEFAULT_VISITOR_SECRET: &str = "rivulet-dev-secret-change-me";
 
 impl EnricherConfig {
-    /// The import lane's settings: the historical topic, a group of its own.
-    pub fn import_lane(&self) -> EnricherConfig {
-        EnricherConfig {
+    /// The lanes to run: live events, and the historical lane unless turned off (the
+    /// historical topic, a group of its own, larger batches, a lower priority).
+    pub fn lanes(&self) -> Vec<LaneConfig> {
+        let live = LaneConfig {
+            lane: Lane::Live,
+            topic: self.topic.clone(),
+            group_id: self.group_id.clone(),
+            batch: BatchLimits {
+                max_rows: self.batch_max_rows,
+                max_bytes: self.batch_max_bytes,
+                max_age: self.batch_max_age,
+            },
+            nice: 0,
+        };
+        let import = LaneConfig {
+            lane: Lane::Import,
             topic: self.import_topic.clone(),
             group_id: format!("{}-import", self.group_id),
-            batch_max_rows: self.import_batch_max_rows,
-            batch_max_bytes: self.import_batch_max_bytes,
-            ..self.clone()
+            batch: BatchLimits {
+                max_rows: self.import_batch_max_rows,
+                max_bytes: self.import_batch_max_bytes,
+                max_age: self.batch_max_age,
+            },
+            nice: self.import_lane_nice,
+        };
+        if self.import_lane {
+            vec![live, import]
+        } else {
+            vec![live]
         }
     }
 
@@ -127,7 +186,7 @@ impl EnricherConfig {
             import_batch_max_rows: config::parse("IMPORT_BATCH_MAX_ROWS", 200_000)?,
             import_batch_max_bytes: config::parse("IMPORT_BATCH_MAX_BYTES", 64 * 1024 * 1024)?,
             import_lane_nice: config::parse("IMPORT_LANE_NICE", 10)?,
-            lifecycle: crate::lifecycle::LifecycleConfig {
+            lifecycle: LifecycleConfig {
                 enabled: config::flag("LIFECYCLE_RUNNER", true)?,
                 erasure_check: config::millis("ERASURE_CHECK_MS", 2000)?,
                 erasure_delay: config::millis("ERASURE_DELAY_MS", 10_000)?,

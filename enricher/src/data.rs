@@ -210,7 +210,10 @@ impl EnrichmentData {
 
     /// The enrichers in use now.
     pub fn current(&self) -> Arc<Enrichers> {
-        self.current.lock().expect("enrichers lock").clone()
+        self.current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Goes up by one at every swap: compare it to know whether [`Self::current`] changed.
@@ -489,7 +492,10 @@ impl EnrichmentData {
 
     /// Puts the enrichers `make` builds from the current ones in use; returns the old.
     fn swap(&self, make: impl FnOnce(&Enrichers) -> Enrichers) -> Arc<Enrichers> {
-        let mut current = self.current.lock().expect("enrichers lock");
+        let mut current = self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let next = Arc::new(make(&current));
         let previous = std::mem::replace(&mut *current, next);
         self.generation.fetch_add(1, Ordering::AcqRel);

@@ -16,7 +16,7 @@ use rivulet_common::privacy::{IdKind, LedgerRow, LEDGER_TABLE};
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 /// How far back each refresh reads rows by the time they were written, so that a row
@@ -87,7 +87,10 @@ impl Ledger {
     }
 
     pub fn len(&self) -> usize {
-        self.ids.read().expect("ledger lock").len()
+        self.ids
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -98,13 +101,13 @@ impl Ledger {
     pub fn fresh_within(&self, age: Duration) -> bool {
         self.fresh_at
             .lock()
-            .expect("ledger lock")
+            .unwrap_or_else(PoisonError::into_inner)
             .is_some_and(|t| t.elapsed() < age)
     }
 
     /// Whether the event must not be stored.
     pub fn erases(&self, ev: &EventIds) -> bool {
-        let ids = self.ids.read().expect("ledger lock");
+        let ids = self.ids.read().unwrap_or_else(PoisonError::into_inner);
         if ids.is_empty() {
             return false;
         }
@@ -123,7 +126,7 @@ impl Ledger {
         }
         let mut added = false;
         {
-            let mut ids = self.ids.write().expect("ledger lock");
+            let mut ids = self.ids.write().unwrap_or_else(PoisonError::into_inner);
             for r in rows {
                 let Some(kind) = IdKind::parse(&r.id_kind) else {
                     continue;
@@ -166,10 +169,15 @@ impl Ledger {
             .bind(since)
             .fetch_all()
             .await?;
-        self.add(&rows);
-        *self.fresh_at.lock().expect("ledger lock") = Some(Instant::now());
-        metrics::gauge!("enricher_erasure_ledger_ids").set(self.len() as f64);
+        self.add_read(&rows);
         Ok(())
+    }
+
+    /// Adds rows just read from the table: the ledger is as fresh as that read.
+    pub fn add_read(&self, rows: &[LedgerRow]) {
+        self.add(rows);
+        *self.fresh_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        metrics::gauge!("enricher_erasure_ledger_ids").set(self.len() as f64);
     }
 
     /// Keeps the ledger fresh until the process ends, reading it every `every`.

@@ -19,7 +19,8 @@
 //! `ALTER … DELETE` for all sites; people's claims and traits received before the cutoff too.
 //! Each site's run is recorded in `retention_runs`.
 
-use crate::pipeline::Health;
+use crate::config::LifecycleConfig;
+use crate::health::Health;
 use clickhouse::Row;
 use rivulet_common::ch::{ChConfig, Db};
 use rivulet_common::clickhouse_versions;
@@ -32,23 +33,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// How the runner is paced (docs/configuration.md).
-#[derive(Clone, Debug)]
-pub struct LifecycleConfig {
-    /// `LIFECYCLE_RUNNER`, default true: this enricher may run erasures and retention
-    /// (when it holds partition 0).
-    pub enabled: bool,
-    /// `ERASURE_CHECK_MS`, default 2000.
-    pub erasure_check: Duration,
-    /// `ERASURE_DELAY_MS`, default 10000: how old a request must be before its rows are
-    /// deleted: more than the ledger's refresh and maximum age, and a batch's age.
-    pub erasure_delay: Duration,
-    /// `ERASURE_BATCH_MAX`, default 10000 requests in one set of mutations.
-    pub erasure_batch_max: usize,
-    /// `RETENTION_CHECK_SECS`, default 3600.
-    pub retention_check: Duration,
-}
 
 pub struct Lifecycle {
     pub cfg: LifecycleConfig,

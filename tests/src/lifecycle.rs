@@ -122,18 +122,22 @@ pub fn write_artifact(name: &str, value: &Value) -> PathBuf {
     path
 }
 
-/// A value of an enricher's `/metrics`, 0 when the series is not there (a counter never
-/// incremented is not exported).
+/// A value of an enricher's `/metrics`, summed over its labels (a lane's metric has one
+/// series per lane), 0 when no series is there (a counter never incremented is not
+/// exported).
 pub async fn metric_or_zero(svc: &Service, name: &str) -> f64 {
     svc.metrics_text()
         .await
         .lines()
-        .find_map(|l| {
-            l.strip_prefix(name)
-                .filter(|v| v.starts_with(' '))
-                .and_then(|v| v.trim().parse().ok())
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let value = match rest.strip_prefix('{') {
+                Some(labelled) => labelled.split_once("} ")?.1,
+                None => rest.strip_prefix(' ')?,
+            };
+            value.trim().parse::<f64>().ok()
         })
-        .unwrap_or(0.0)
+        .sum()
 }
 
 /// The events and identify calls an enricher dropped as erased: when it read them, or,
