@@ -26,6 +26,7 @@ COPY Cargo.toml Cargo.lock ./
 COPY common ./common
 COPY admin ./admin
 COPY ingest ./ingest
+COPY enrichment ./enrichment
 COPY enricher ./enricher
 COPY tests ./tests
 COPY bench ./bench

@@ -13,11 +13,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use rivulet_enricher::channel::classify;
-use rivulet_enricher::device::DeviceParser;
-use rivulet_enricher::geo::GeoDb;
-use rivulet_enricher::identity::visitor_id;
-use rivulet_enricher::session::SessionTracker;
+use rivulet_enrichment::channel::classify;
+use rivulet_enrichment::device::DeviceParser;
+use rivulet_enrichment::geo::GeoDb;
+use rivulet_enrichment::identity::visitor_id;
+use rivulet_enrichment::session::SessionTracker;
 
 const USER_AGENTS: &[&str] = &[
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36",

@@ -11,11 +11,11 @@
 //! that a batch built before an erasure reached the ledger is checked again, and its
 //! erased rows cut out, before it is inserted (`Pending::without_erased`).
 
-use crate::ledger::{EventIds, Ledger};
 use bytes::Bytes;
 use rivulet_common::event::IdentifyMessage;
 use rivulet_common::schema::events::EventRow;
 use rivulet_common::schema::people::{self, ClaimRow, TraitRow};
+use rivulet_enrichment::ledger::{EventIds, Ledger};
 use std::collections::HashMap;
 use std::time::Instant;
 

@@ -3,7 +3,7 @@
 use crate::health::Lane;
 use rivulet_common::ch::ChConfig;
 use rivulet_common::{config, kafka, CommonError};
-use std::path::PathBuf;
+use rivulet_enrichment::EnrichmentConfig;
 use std::time::Duration;
 
 #[derive(Clone, Debug)]
@@ -19,22 +19,12 @@ pub struct EnricherConfig {
     /// `ENRICHER_MAX_POLL_INTERVAL_MS`, default 600000: how long a ClickHouse outage may
     /// stop polling before the consumer leaves its group (it rejoins when polling resumes).
     pub max_poll_interval: Duration,
-    /// `GEOIP_DB`: one MMDB file, or a v4,v6 pair separated by a comma. Empty: no geo.
-    pub geoip: Vec<PathBuf>,
-    /// `UA_REGEXES`: uap-core's regexes.yaml.
-    pub ua_regexes: PathBuf,
-    /// `UA_CACHE_SIZE`, default 20000 distinct user agents.
-    pub ua_cache_size: usize,
     /// `ENRICHER_RELOAD_CHECK_MS`, default 5000: how often the rules and geo files are
     /// checked for a change (and reloaded). `None` (0): only on SIGHUP.
     pub reload_check: Option<Duration>,
-    /// `VISITOR_ID_SECRET`: keys the daily salt of visitor ids; all replicas must share it.
-    pub visitor_secret: String,
-    pub visitor_secret_is_default: bool,
-    /// `STORE_IP`, default false: keep the raw IP in `events.ip`.
-    pub store_ip: bool,
-    /// `SESSION_TIMEOUT_SECS`, default 1800.
-    pub session_timeout: Duration,
+    /// `UA_REGEXES`, `GEOIP_DB`, `VISITOR_ID_SECRET`, …: what enrichment reads, and
+    /// `rivulet-admin install` and `replay` with it.
+    pub enrichment: EnrichmentConfig,
     /// `BATCH_MAX_ROWS` (50000), `BATCH_MAX_BYTES` (8 MiB), `BATCH_MAX_AGE_MS` (1000).
     pub batch_max_rows: usize,
     pub batch_max_bytes: usize,
@@ -102,8 +92,6 @@ pub struct LaneConfig {
     pub nice: i32,
 }
 
-pub const DEFAULT_VISITOR_SECRET: &str = "rivulet-dev-secret-change-me";
-
 impl EnricherConfig {
     /// The lanes to run: live events, and the historical lane unless turned off (the
     /// historical topic, a group of its own, larger batches, a lower priority).
@@ -137,19 +125,7 @@ impl EnricherConfig {
         }
     }
 
-    /// What [`crate::data::EnrichmentData`] loads, and the settings of the enrichment steps.
-    pub fn data(&self) -> crate::data::DataConfig {
-        crate::data::DataConfig {
-            ua_regexes: self.ua_regexes.clone(),
-            ua_cache_size: self.ua_cache_size,
-            geoip: self.geoip.clone(),
-            visitor_secret: self.visitor_secret.clone().into_bytes(),
-            store_ip: self.store_ip,
-        }
-    }
-
     pub fn from_env() -> Result<Self, CommonError> {
-        let secret = config::optional("VISITOR_ID_SECRET");
         Ok(EnricherConfig {
             addr: config::string("ENRICHER_ADDR", "127.0.0.1:3001"),
             brokers: kafka::brokers(),
@@ -157,23 +133,9 @@ impl EnricherConfig {
             dlq_topic: kafka::topic_dlq(),
             group_id: config::string("KAFKA_GROUP_ID", "rivulet-enricher"),
             max_poll_interval: config::millis("ENRICHER_MAX_POLL_INTERVAL_MS", 600_000)?,
-            geoip: config::string("GEOIP_DB", "")
-                .split(',')
-                .map(str::trim)
-                .filter(|p| !p.is_empty())
-                .map(PathBuf::from)
-                .collect(),
-            ua_regexes: PathBuf::from(config::string(
-                "UA_REGEXES",
-                "/usr/share/rivulet/uap-core/regexes.yaml",
-            )),
-            ua_cache_size: config::parse("UA_CACHE_SIZE", 20_000)?,
             reload_check: Some(config::millis("ENRICHER_RELOAD_CHECK_MS", 5000)?)
                 .filter(|d| !d.is_zero()),
-            visitor_secret_is_default: secret.is_none(),
-            visitor_secret: secret.unwrap_or_else(|| DEFAULT_VISITOR_SECRET.to_string()),
-            store_ip: config::flag("STORE_IP", false)?,
-            session_timeout: Duration::from_secs(config::parse("SESSION_TIMEOUT_SECS", 1800)?),
+            enrichment: EnrichmentConfig::from_env()?,
             batch_max_rows: config::parse("BATCH_MAX_ROWS", 50_000)?,
             batch_max_bytes: config::parse("BATCH_MAX_BYTES", 8 * 1024 * 1024)?,
             batch_max_age: config::millis("BATCH_MAX_AGE_MS", 1000)?,

@@ -1,19 +1,17 @@
 //! The enricher's errors: what stops it from starting, and what a running pipeline can
 //! fail with. Each says what to fix.
 
-use crate::device::DeviceError;
-use crate::geo::GeoError;
 use rivulet_common::CommonError;
+use rivulet_enrichment::EnrichmentError;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum EnricherError {
     #[error("{0}")]
     Common(#[from] CommonError),
-    #[error("GEOIP_DB: {0}")]
-    Geo(#[from] GeoError),
-    #[error("UA_REGEXES: {0}")]
-    UaRules(#[from] DeviceError),
+    /// The user-agent rules or the geo database cannot be loaded at start.
+    #[error("{0}")]
+    Enrichment(#[from] EnrichmentError),
     #[error("cannot listen on {addr} (ENRICHER_ADDR): {source}")]
     Listen {
         addr: String,

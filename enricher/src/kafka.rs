@@ -6,8 +6,8 @@ use crate::batcher::OffsetStore;
 use crate::config::{EnricherConfig, LaneConfig};
 use crate::error::EnricherError;
 use crate::health::{Health, LaneHealth};
-use crate::insert::Sink;
 use crate::pipeline::{DeadLetters, Pipeline, Polled, FETCH_SETTINGS};
+use crate::writer::Sink;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
 };

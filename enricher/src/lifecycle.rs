@@ -24,11 +24,11 @@ use crate::health::Health;
 use clickhouse::Row;
 use rivulet_common::ch::{ChConfig, Db};
 use rivulet_common::clickhouse_versions;
-use rivulet_common::privacy::{self, IdKind, Receipt, State};
+use rivulet_common::privacy::{self, IdKind, Receipt, RetentionRun, State};
 use rivulet_common::registry::{Registry, Site};
 use rivulet_common::schema::people::{CLAIMS_TABLE, TRAITS_TABLE};
 use rivulet_common::schema::queries;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -667,16 +667,6 @@ fn per_site(
         .flat_map(|(site, cutoff)| [u64::from(*site), value(*cutoff)])
         .collect();
     (condition, binds)
-}
-
-/// One row of `retention_runs`: when retention pruned a site, up to when, and how many
-/// rows it removed.
-#[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
-pub struct RetentionRun {
-    pub site_id: u32,
-    pub ran_at: u32,
-    pub cutoff: u32,
-    pub rows_removed: u64,
 }
 
 async fn write_receipts(db: &Db, receipts: &[Receipt]) -> Result<(), clickhouse::error::Error> {

@@ -13,19 +13,19 @@
 //! the new owner starts a fresh session for a visitor at its next event, so a rebalance
 //! splits an ongoing session in two at most.
 //!
-//! The writer, the offset store and the DLQ are traits (`insert::Sink`,
+//! The writer, the offset store and the DLQ are traits (`writer::Sink`,
 //! `batcher::OffsetStore`, [`DeadLetters`]): the service plugs in ClickHouse and Kafka
 //! (`kafka`), the tests below fakes.
 
 use crate::batcher::{Batcher, OffsetStore};
-use crate::data::EnrichmentData;
-use crate::enrich::Enrichers;
 use crate::error::EnricherError;
 use crate::health::Lane;
-use crate::insert::Sink;
-use crate::ledger::{EventIds, Ledger};
-use crate::message::{self, decode};
-use crate::session::SessionTracker;
+use crate::writer::Sink;
+use rivulet_enrichment::data::EnrichmentData;
+use rivulet_enrichment::enrich::Enrichers;
+use rivulet_enrichment::ledger::{EventIds, Ledger};
+use rivulet_enrichment::message::{self, decode};
+use rivulet_enrichment::session::SessionTracker;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -232,12 +232,12 @@ mod tests {
 
     use super::*;
     use crate::config::BatchLimits;
-    use crate::data::DataConfig;
     use crate::health::LaneHealth;
-    use crate::insert::Writer;
+    use crate::writer::Writer;
     use bytes::Bytes;
     use rivulet_common::privacy::LedgerRow;
     use rivulet_common::schema::people::{ClaimRow, TraitRow};
+    use rivulet_enrichment::EnrichmentConfig;
     use std::path::PathBuf;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Mutex;
@@ -377,12 +377,14 @@ mod tests {
     fn lane(max_rows: usize) -> Lane {
         let rules = Rules::new();
         let data = Arc::new(
-            EnrichmentData::load(DataConfig {
+            EnrichmentData::load(EnrichmentConfig {
                 ua_regexes: rules.0.clone(),
                 ua_cache_size: 16,
                 geoip: Vec::new(),
                 visitor_secret: b"test secret".to_vec(),
+                visitor_secret_is_default: false,
                 store_ip: false,
+                session_timeout: Duration::from_secs(1800),
             })
             .unwrap(),
         );

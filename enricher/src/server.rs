@@ -2,7 +2,6 @@
 //! ClickHouse and Kafka reachability, each lane's consumer lag per partition and whether
 //! it is stuck, the UA cache hit ratio.
 
-use crate::data::EnrichmentData;
 use crate::health::{Health, Lane, LaneHealth};
 use crate::kafka::RawConsumer;
 use axum::extract::State;
@@ -15,6 +14,7 @@ use rdkafka::util::Timeout;
 use rivulet_common::ch::Db;
 use rivulet_common::health::{self, Readiness};
 use rivulet_common::schema::queries;
+use rivulet_enrichment::data::EnrichmentData;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;

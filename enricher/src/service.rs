@@ -3,15 +3,15 @@
 
 use crate::batcher::Batcher;
 use crate::config::{EnricherConfig, LaneConfig};
-use crate::data::EnrichmentData;
 use crate::error::EnricherError;
 use crate::health::{Health, Lane, LaneHealth};
-use crate::insert::{ClickHouse, Writer};
 use crate::kafka::{self, KafkaDeadLetters, KafkaOffsets};
-use crate::ledger::Ledger;
 use crate::pipeline::Pipeline;
 use crate::server::{self, ProbedLane};
+use crate::writer::{ClickHouse, Writer};
 use rivulet_common::ch::Db;
+use rivulet_enrichment::data::EnrichmentData;
+use rivulet_enrichment::ledger::Ledger;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,7 +90,7 @@ impl Shared {
             lane.lane,
             self.data.clone(),
             self.ledger.clone(),
-            self.cfg.session_timeout,
+            self.cfg.enrichment.session_timeout,
             batcher,
             dlq,
         );
@@ -111,10 +111,10 @@ pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
         .map_err(EnricherError::Signal)?;
     // The recorder first, so that the info gauges set at load are kept.
     let prometheus = server::prometheus();
-    if cfg.geoip.is_empty() {
+    if cfg.enrichment.geoip.is_empty() {
         tracing::warn!("GEOIP_DB is not set: country, region, city and coordinates stay empty");
     }
-    let data = Arc::new(EnrichmentData::load(cfg.data())?);
+    let data = Arc::new(EnrichmentData::load(cfg.enrichment.clone())?);
     tracing::info!(geo = %data.current().geo.describe(), "geolocation");
     if let Some(rules) = data.ua_rules() {
         tracing::info!(path = %rules.path.display(), revision = %rules.revision, "user-agent rules");
@@ -132,7 +132,7 @@ pub async fn run(cfg: EnricherConfig) -> Result<(), EnricherError> {
             }
         }
     });
-    if cfg.visitor_secret_is_default {
+    if cfg.enrichment.visitor_secret_is_default {
         tracing::warn!("VISITOR_ID_SECRET is not set: using a development default; set one shared secret for all replicas in production");
     }
 

@@ -5,12 +5,11 @@
 
 use crate::batch::{Pending, People};
 use crate::health::LaneHealth;
-use crate::ledger::Ledger;
 use bytes::Bytes;
 use rivulet_common::ch::Db;
 use rivulet_common::clickhouse_versions;
-use rivulet_common::schema::events;
 use rivulet_common::schema::people::{self, ClaimRow, TraitRow};
+use rivulet_enrichment::ledger::Ledger;
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -41,7 +40,7 @@ pub struct ClickHouse(pub Db);
 
 impl Sink for ClickHouse {
     async fn events(&self, chunks: &[Bytes]) -> Result<(), clickhouse::error::Error> {
-        insert_row_binary(&self.0, chunks).await
+        rivulet_enrichment::insert::insert_row_binary(&self.0, chunks).await
     }
     async fn claims(&self, rows: &[ClaimRow]) -> Result<(), clickhouse::error::Error> {
         insert_rows(&self.0, people::CLAIMS_TABLE, rows).await
@@ -221,18 +220,4 @@ fn rand_below(n: u64) -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     u64::from(nanos) % n
-}
-
-/// Inserts RowBinary rows (as written by `EventRow::write_row_binary`, in chunks that
-/// may split a row) into `events`.
-pub async fn insert_row_binary(db: &Db, chunks: &[Bytes]) -> Result<(), clickhouse::error::Error> {
-    let mut insert = db
-        .events
-        .insert_formatted_with(events::insert_rowbinary())
-        .with_timeouts(Some(Duration::from_secs(30)), Some(Duration::from_secs(60)));
-    for chunk in chunks {
-        // A cheap reference count: a retry sends the same chunks again.
-        insert.send(chunk.clone()).await?;
-    }
-    insert.end().await
 }

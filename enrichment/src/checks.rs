@@ -7,6 +7,7 @@
 //! country databases do. A failure names each case that went wrong.
 
 use crate::device::DeviceParser;
+use crate::error::EnrichmentError;
 use crate::geo::GeoDb;
 use std::net::IpAddr;
 
@@ -111,17 +112,8 @@ pub const GEO_CASES: &[GeoCase] = &[
     },
 ];
 
-/// Why a file was refused: every case it got wrong.
-#[derive(Debug, thiserror::Error)]
-#[error("{what} gives wrong answers for known {kind}: {}", .failures.join("; "))]
-pub struct CheckFailed {
-    pub what: String,
-    pub kind: &'static str,
-    pub failures: Vec<String>,
-}
-
 /// Parses every [`UA_CASES`] user agent; `what` names the rules in the error.
-pub fn check_device(parser: &DeviceParser, what: &str) -> Result<(), CheckFailed> {
+pub fn check_device(parser: &DeviceParser, what: &str) -> Result<(), EnrichmentError> {
     let mut failures = Vec::new();
     for case in UA_CASES {
         let d = parser.parse(case.user_agent, None);
@@ -172,7 +164,7 @@ pub fn check_device(parser: &DeviceParser, what: &str) -> Result<(), CheckFailed
 
 /// Looks up every [`GEO_CASES`] address (IPv6 ones only when `db` answers IPv6); `what`
 /// names the database in the error. A disabled database has nothing to check.
-pub fn check_geo(db: &GeoDb, what: &str) -> Result<(), CheckFailed> {
+pub fn check_geo(db: &GeoDb, what: &str) -> Result<(), EnrichmentError> {
     let mut failures = Vec::new();
     if !db.is_disabled() {
         for case in GEO_CASES {
@@ -213,11 +205,11 @@ fn or_none(s: &str) -> &str {
     }
 }
 
-fn done(failures: Vec<String>, what: &str, kind: &'static str) -> Result<(), CheckFailed> {
+fn done(failures: Vec<String>, what: &str, kind: &'static str) -> Result<(), EnrichmentError> {
     if failures.is_empty() {
         Ok(())
     } else {
-        Err(CheckFailed {
+        Err(EnrichmentError::WrongAnswers {
             what: what.to_string(),
             kind,
             failures,
@@ -247,6 +239,14 @@ mod tests {
         Path::new(&dir).join(name)
     }
 
+    /// The cases a refused file got wrong.
+    fn failures(err: EnrichmentError) -> Vec<String> {
+        match err {
+            EnrichmentError::WrongAnswers { failures, .. } => failures,
+            other => panic!("not a check's failure: {other}"),
+        }
+    }
+
     #[test]
     fn the_shipped_rules_pass() {
         let parser = DeviceParser::from_yaml_str(&rules(), 0).unwrap();
@@ -258,8 +258,8 @@ mod tests {
         let empty = "user_agent_parsers: []\nos_parsers: []\ndevice_parsers: []\n";
         let parser = DeviceParser::from_yaml_str(empty, 0).unwrap();
         let err = check_device(&parser, "empty.yaml").unwrap_err();
-        assert_eq!(err.failures.len(), UA_CASES.len(), "{err}");
         let message = err.to_string();
+        assert_eq!(failures(err).len(), UA_CASES.len(), "{message}");
         assert!(message.starts_with("empty.yaml gives wrong answers for known user agents: Chrome on Windows: expected Chrome 120 / Windows / Desktop, got (none) / (none) / Desktop"), "{message}");
         assert!(message.contains("Googlebot: expected a bot"), "{message}");
     }
@@ -272,11 +272,11 @@ mod tests {
         parsers.retain(|r| !r["regex"].as_str().unwrap_or_default().contains("Firefox"));
         let yaml = serde_yaml_ng::to_string(&doc).unwrap();
         let parser = DeviceParser::from_yaml_str(&yaml, 0).unwrap();
-        let err = check_device(&parser, "no-firefox.yaml").unwrap_err();
-        assert_eq!(err.failures.len(), 1, "{err}");
+        let failures = failures(check_device(&parser, "no-firefox.yaml").unwrap_err());
+        assert_eq!(failures.len(), 1, "{failures:?}");
         assert!(
-            err.failures[0].starts_with("Firefox on Ubuntu: expected Firefox 121"),
-            "{err}"
+            failures[0].starts_with("Firefox on Ubuntu: expected Firefox 121"),
+            "{failures:?}"
         );
     }
 

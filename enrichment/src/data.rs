@@ -15,9 +15,10 @@
 //! and to `/_readiness`. The same file is not retried until it changes again (or SIGHUP).
 
 use crate::checks;
-use crate::device::{DeviceError, DeviceParser};
+use crate::config::EnrichmentConfig;
+use crate::device::DeviceParser;
 use crate::enrich::Enrichers;
-use crate::error::EnricherError;
+use crate::error::EnrichmentError;
 use crate::geo::{GeoDb, GeoFileInfo};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -27,19 +28,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Where the data comes from, and the settings the enrichment steps take.
-#[derive(Clone, Debug)]
-pub struct DataConfig {
-    /// `UA_REGEXES`.
-    pub ua_regexes: PathBuf,
-    /// `UA_CACHE_SIZE`.
-    pub ua_cache_size: usize,
-    /// `GEOIP_DB`: empty for no geo.
-    pub geoip: Vec<PathBuf>,
-    pub visitor_secret: Vec<u8>,
-    pub store_ip: bool,
-}
 
 /// What a reload looks at: a file replaced by rename gets a new inode, one rewritten in
 /// place a new size or modification time.
@@ -139,7 +127,7 @@ struct Published {
 
 /// The enrichment data in use; see the module comment.
 pub struct EnrichmentData {
-    cfg: DataConfig,
+    cfg: EnrichmentConfig,
     current: Mutex<Arc<Enrichers>>,
     generation: AtomicU64,
     status: Mutex<Status>,
@@ -159,7 +147,7 @@ impl EnrichmentData {
     /// Loads the rules and the geo database at start. A file that cannot be loaded is an
     /// error; one that loads but gets known cases wrong is used, with a warning (there is
     /// nothing older to keep).
-    pub fn load(cfg: DataConfig) -> Result<EnrichmentData, EnricherError> {
+    pub fn load(cfg: EnrichmentConfig) -> Result<EnrichmentData, EnrichmentError> {
         // Taken before loading: if a file changes meanwhile, the first check reloads it.
         let geo_fps = fingerprints(&cfg.geoip).unwrap_or_default();
         let (geo, geo_info) = if cfg.geoip.is_empty() {
@@ -550,14 +538,14 @@ fn stable<T, E: std::fmt::Display>(
 }
 
 /// The rules file, compiled, and what it is.
-fn load_rules(cfg: &DataConfig) -> Result<(DeviceParser, UaRulesInfo), DeviceError> {
+fn load_rules(cfg: &EnrichmentConfig) -> Result<(DeviceParser, UaRulesInfo), EnrichmentError> {
     let path = &cfg.ua_regexes;
-    let bytes = std::fs::read(path).map_err(|source| DeviceError::Read {
+    let bytes = std::fs::read(path).map_err(|source| EnrichmentError::UaRulesUnreadable {
         path: path.display().to_string(),
         source,
     })?;
     let sha256 = hex::encode(Sha256::digest(&bytes));
-    let text = std::str::from_utf8(&bytes).map_err(|e| DeviceError::Invalid {
+    let text = std::str::from_utf8(&bytes).map_err(|e| EnrichmentError::UaRulesInvalid {
         path: path.display().to_string(),
         reason: format!("not UTF-8 text ({e})"),
     })?;
@@ -653,8 +641,8 @@ mod tests {
         }
     }
 
-    fn config(dir: &Dir, geo: bool) -> DataConfig {
-        DataConfig {
+    fn config(dir: &Dir, geo: bool) -> EnrichmentConfig {
+        EnrichmentConfig {
             ua_regexes: dir.path("regexes.yaml"),
             ua_cache_size: 100,
             geoip: if geo {
@@ -663,7 +651,9 @@ mod tests {
                 Vec::new()
             },
             visitor_secret: b"secret".to_vec(),
+            visitor_secret_is_default: false,
             store_ip: false,
+            session_timeout: Duration::from_secs(1800),
         }
     }
 

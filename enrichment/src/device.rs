@@ -21,6 +21,8 @@ use std::sync::Arc;
 
 use quick_cache::sync::Cache;
 
+use crate::error::EnrichmentError;
+
 /// What the `events` row stores about the client.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Device {
@@ -33,18 +35,6 @@ pub struct Device {
     /// `Desktop`, `Mobile`, `Tablet` or `Bot`.
     pub device_type: String,
     pub is_bot: bool,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum DeviceError {
-    #[error("cannot read the user-agent rules {path}: {source}; set UA_REGEXES to uap-core's regexes.yaml")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the user-agent rules {path} are not a valid uap-core regexes.yaml: {reason}")]
-    Invalid { path: String, reason: String },
 }
 
 /// Device class as far as the user agent tells it.
@@ -95,17 +85,21 @@ impl DeviceParser {
     pub fn from_yaml_file(
         path: impl AsRef<Path>,
         cache_capacity: usize,
-    ) -> Result<DeviceParser, DeviceError> {
+    ) -> Result<DeviceParser, EnrichmentError> {
         let path = path.as_ref();
-        let yaml = std::fs::read_to_string(path).map_err(|source| DeviceError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let yaml =
+            std::fs::read_to_string(path).map_err(|source| EnrichmentError::UaRulesUnreadable {
+                path: path.display().to_string(),
+                source,
+            })?;
         Self::build(&yaml, cache_capacity, &path.display().to_string())
     }
 
     /// Like [`DeviceParser::from_yaml_file`], from the file's content.
-    pub fn from_yaml_str(yaml: &str, cache_capacity: usize) -> Result<DeviceParser, DeviceError> {
+    pub fn from_yaml_str(
+        yaml: &str,
+        cache_capacity: usize,
+    ) -> Result<DeviceParser, EnrichmentError> {
         Self::build(yaml, cache_capacity, "<string>")
     }
 
@@ -115,12 +109,16 @@ impl DeviceParser {
         yaml: &str,
         cache_capacity: usize,
         origin: &str,
-    ) -> Result<DeviceParser, DeviceError> {
+    ) -> Result<DeviceParser, EnrichmentError> {
         Self::build(yaml, cache_capacity, origin)
     }
 
-    fn build(yaml: &str, cache_capacity: usize, origin: &str) -> Result<DeviceParser, DeviceError> {
-        let invalid = |reason: String| DeviceError::Invalid {
+    fn build(
+        yaml: &str,
+        cache_capacity: usize,
+        origin: &str,
+    ) -> Result<DeviceParser, EnrichmentError> {
+        let invalid = |reason: String| EnrichmentError::UaRulesInvalid {
             path: origin.to_string(),
             reason,
         };
@@ -560,8 +558,14 @@ mod tests {
     #[test]
     fn bad_rules_file_is_an_error() {
         let missing = DeviceParser::from_yaml_file("/nonexistent/regexes.yaml", 10);
-        assert!(matches!(missing, Err(DeviceError::Read { .. })));
+        assert!(matches!(
+            missing,
+            Err(EnrichmentError::UaRulesUnreadable { .. })
+        ));
         let invalid = DeviceParser::from_yaml_str("user_agent_parsers: 3", 10);
-        assert!(matches!(invalid, Err(DeviceError::Invalid { .. })));
+        assert!(matches!(
+            invalid,
+            Err(EnrichmentError::UaRulesInvalid { .. })
+        ));
     }
 }

@@ -10,7 +10,7 @@ use crate::geo::GeoDb;
 use crate::identity;
 use crate::session::SessionTracker;
 use rivulet_common::event::{Preset, RawEvent};
-use rivulet_common::schema::events::EventRow;
+use rivulet_common::schema::events::{datetime_secs, EventRow};
 use std::sync::Arc;
 
 /// What enrichment needs. The rules and the database are shared: a reload
@@ -138,6 +138,59 @@ impl Enrichers {
             inp: raw.vitals.inp,
             fcp: raw.vitals.fcp,
             ttfb: raw.vitals.ttfb,
+            // The client's own times, as sent: for audit (`timestamp` is what ingest made
+            // of them).
+            client_timestamp: raw.client_timestamp.map(datetime_secs),
+            sent_at: raw.sent_at.map(datetime_secs),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::DeviceParser;
+    use std::time::Duration;
+
+    fn enrichers() -> Enrichers {
+        let rules = "user_agent_parsers: []\nos_parsers: []\ndevice_parsers: []\n";
+        Enrichers {
+            geo: Arc::new(GeoDb::disabled()),
+            device: Arc::new(DeviceParser::from_yaml_str(rules, 0).unwrap()),
+            visitors: Arc::new(identity::VisitorIds::new(vec![7; 32])),
+            store_ip: false,
+        }
+    }
+
+    fn row(message: &str) -> EventRow {
+        let raw: RawEvent = serde_json::from_str(message).unwrap();
+        let mut sessions = SessionTracker::new(Duration::from_secs(1800));
+        enrichers().enrich(raw, &mut sessions)
+    }
+
+    /// The client's own times go to `client_timestamp` and `sent_at`, whole seconds; a
+    /// message without them (written before they existed) leaves both NULL.
+    #[test]
+    fn the_clients_times_are_kept_as_sent() {
+        let head = r#"{"v":1,"event_id":"0190d6a0-0000-7000-8000-000000000001","site_id":3,"key_id":"key_1","type":"pageview","timestamp":1700000000000,"received_at":1700000000500,"ip":"","user_agent":"""#;
+        let r = row(&format!(
+            r#"{head},"client_timestamp":1699992800999,"sent_at":1699996400000}}"#
+        ));
+        assert_eq!(
+            (r.timestamp, r.received_at, r.client_timestamp, r.sent_at),
+            (
+                1_700_000_000,
+                1_700_000_000,
+                Some(1_699_992_800),
+                Some(1_699_996_400)
+            )
+        );
+        let old = row(&format!("{head}}}"));
+        assert_eq!((old.client_timestamp, old.sent_at), (None, None));
+        // A clock before 1970 or past 2106 is kept at DateTime's bound.
+        let r = row(&format!(
+            r#"{head},"client_timestamp":-5000,"sent_at":9999999999999}}"#
+        ));
+        assert_eq!((r.client_timestamp, r.sent_at), (Some(0), Some(u32::MAX)));
     }
 }

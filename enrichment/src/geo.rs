@@ -13,14 +13,15 @@
 //! The files are memory-mapped, read-only: the pages a lookup touches are shared page
 //! cache (replicas on one host share them, the kernel can drop them under pressure), not
 //! a private copy of the whole file (docs/decisions/005-enricher-throughput-and-memory.md).
-//! Mapping is the
-//! enricher's one `unsafe` call ([`map_file`]); see it for the rule that makes it sound,
-//! and docs/design.md, "Unsafe code", for every unsafe site of Rivulet.
+//! Mapping is the enrichment library's one `unsafe` call ([`map_file`]); see it for the
+//! rule that makes it sound, and docs/design.md, "Unsafe code", for every unsafe site of
+//! Rivulet.
 
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+use crate::error::EnrichmentError;
 use maxminddb::{MaxMindDbError, Reader, WithinOptions};
 use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -37,27 +38,6 @@ pub struct Geo {
     pub city: String,
     pub lat: f64,
     pub lon: f64,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum GeoError {
-    #[error("expected one MMDB file, or two (an IPv4 and an IPv6 one), but {0} were given")]
-    FileCount(usize),
-    #[error("cannot read the geo database {path}: {source}; check the path and that the file is a complete MMDB download")]
-    Open {
-        path: PathBuf,
-        #[source]
-        source: MaxMindDbError,
-    },
-    #[error("the geo database {path} is corrupt or not a city/country database ({reason}); download it again or point to another file")]
-    Invalid { path: PathBuf, reason: String },
-    #[error("lookup of {ip} in {path} failed: {source}")]
-    Lookup {
-        ip: IpAddr,
-        path: PathBuf,
-        #[source]
-        source: MaxMindDbError,
-    },
 }
 
 /// One opened database file, as its metadata describes it.
@@ -150,13 +130,13 @@ const PROBE_IPS: &[&str] = &[
 impl GeoDb {
     /// Opens one MMDB file (IPv6 databases also answer IPv4) or an IPv4 + IPv6 pair, in
     /// any order. Fails with a clear error on a missing, corrupt or unusable file.
-    pub fn open(paths: &[PathBuf]) -> Result<GeoDb, GeoError> {
+    pub fn open(paths: &[PathBuf]) -> Result<GeoDb, EnrichmentError> {
         let buffers = paths
             .iter()
             .map(|path| {
                 map_file(path)
                     .map(|map| (path.clone(), Buffer::Mapped(map)))
-                    .map_err(|e| GeoError::Open {
+                    .map_err(|e| EnrichmentError::GeoUnreadable {
                         path: path.clone(),
                         source: MaxMindDbError::Io(e),
                     })
@@ -173,16 +153,17 @@ impl GeoDb {
         }
     }
 
-    fn from_buffers(buffers: Vec<(PathBuf, Buffer)>) -> Result<GeoDb, GeoError> {
+    fn from_buffers(buffers: Vec<(PathBuf, Buffer)>) -> Result<GeoDb, EnrichmentError> {
         if buffers.is_empty() || buffers.len() > 2 {
-            return Err(GeoError::FileCount(buffers.len()));
+            return Err(EnrichmentError::GeoFileCount(buffers.len()));
         }
         let mut sources = Vec::with_capacity(buffers.len());
         for (path, buf) in buffers {
-            let reader = Reader::from_source(buf).map_err(|source| GeoError::Open {
-                path: path.clone(),
-                source,
-            })?;
+            let reader =
+                Reader::from_source(buf).map_err(|source| EnrichmentError::GeoUnreadable {
+                    path: path.clone(),
+                    source,
+                })?;
             let layout = detect_layout(&path, &reader)?;
             sources.push(Source {
                 path,
@@ -196,7 +177,7 @@ impl GeoDb {
         for ip in PROBE_IPS {
             let ip: IpAddr = ip.parse().expect("probe addresses are valid");
             db.try_lookup(ip).map_err(|e| match e {
-                GeoError::Lookup { path, source, .. } => GeoError::Invalid {
+                EnrichmentError::GeoLookup { path, source, .. } => EnrichmentError::GeoInvalid {
                     path,
                     reason: format!("probe lookup of {ip}: {source}"),
                 },
@@ -266,18 +247,20 @@ impl GeoDb {
 
     /// Like [`GeoDb::lookup`], but a record that cannot be decoded is an error (for
     /// callers that want to count or log them).
-    pub fn try_lookup(&self, ip: IpAddr) -> Result<Geo, GeoError> {
+    pub fn try_lookup(&self, ip: IpAddr) -> Result<Geo, EnrichmentError> {
         // `::ffff:a.b.c.d` (a dual-stack socket's view of an IPv4 peer) is looked up as IPv4.
         let ip = ip.to_canonical();
         for source in &self.sources {
             if ip.is_ipv6() && source.reader.metadata().ip_version == 4 {
                 continue;
             }
-            let geo = source.lookup(ip).map_err(|source_err| GeoError::Lookup {
-                ip,
-                path: source.path.clone(),
-                source: source_err,
-            })?;
+            let geo = source
+                .lookup(ip)
+                .map_err(|source_err| EnrichmentError::GeoLookup {
+                    ip,
+                    path: source.path.clone(),
+                    source: source_err,
+                })?;
             if let Some(geo) = geo {
                 return Ok(geo);
             }
@@ -305,12 +288,12 @@ const PROBE_RECORDS: usize = 256;
 /// either layout decides), falling back to the metadata's `database_type` for a file
 /// without such records; then decodes the first [`PROBE_RECORDS`] records with that
 /// layout, so that a corrupt data section fails here rather than on events.
-fn detect_layout(path: &Path, reader: &Reader<Buffer>) -> Result<Layout, GeoError> {
-    let invalid = |reason: String| GeoError::Invalid {
+fn detect_layout(path: &Path, reader: &Reader<Buffer>) -> Result<Layout, EnrichmentError> {
+    let invalid = |reason: String| EnrichmentError::GeoInvalid {
         path: path.to_path_buf(),
         reason,
     };
-    let first_records = || -> Result<_, GeoError> {
+    let first_records = || -> Result<_, EnrichmentError> {
         Ok(reader
             .networks(WithinOptions::default())
             .map_err(|e| invalid(e.to_string()))?
@@ -606,7 +589,7 @@ mod tests {
     fn broken_database_is_an_error_at_open() {
         let err = GeoDb::open(&[testdata("GeoIP2-City-Test-Broken-Double-Format.mmdb")])
             .expect_err("the broken test database must not open");
-        assert!(matches!(err, GeoError::Invalid { .. }), "{err:?}");
+        assert!(matches!(err, EnrichmentError::GeoInvalid { .. }), "{err:?}");
         let message = err.to_string();
         assert!(
             message.contains("Broken-Double-Format.mmdb is corrupt"),
@@ -618,19 +601,28 @@ mod tests {
     #[test]
     fn missing_garbage_and_wrong_count_are_errors() {
         let missing = GeoDb::open(&[testdata("no-such-file.mmdb")]).unwrap_err();
-        assert!(matches!(missing, GeoError::Open { .. }), "{missing}");
+        assert!(
+            matches!(missing, EnrichmentError::GeoUnreadable { .. }),
+            "{missing}"
+        );
 
         let garbage = GeoDb::from_buffers(vec![(
             "garbage.mmdb".into(),
             Buffer::Owned(vec![0x42; 4096]),
         )]);
-        assert!(matches!(garbage, Err(GeoError::Open { .. })));
+        assert!(matches!(
+            garbage,
+            Err(EnrichmentError::GeoUnreadable { .. })
+        ));
 
         let city = testdata("GeoLite2-City-Test.mmdb");
-        assert!(matches!(GeoDb::open(&[]), Err(GeoError::FileCount(0))));
+        assert!(matches!(
+            GeoDb::open(&[]),
+            Err(EnrichmentError::GeoFileCount(0))
+        ));
         assert!(matches!(
             GeoDb::open(&[city.clone(), city.clone(), city]),
-            Err(GeoError::FileCount(3))
+            Err(EnrichmentError::GeoFileCount(3))
         ));
     }
 
@@ -683,7 +675,7 @@ mod tests {
         let odd = vec![("asn".to_string(), mmdb::Value::Str("AS1".into()))];
         let v4 = mmdb::build(4, &[("1.0.0.0", 8, &odd)]);
         let err = GeoDb::from_buffers(vec![("asn.mmdb".into(), Buffer::Owned(v4))]).unwrap_err();
-        assert!(matches!(err, GeoError::Invalid { .. }), "{err}");
+        assert!(matches!(err, EnrichmentError::GeoInvalid { .. }), "{err}");
     }
 
     /// A record as ip-location-db writes them (coordinates are 32-bit floats there).

@@ -86,6 +86,21 @@ mod tests {
             panic!("an event")
         };
         assert_eq!(ev.site_id, 3);
+        assert_eq!((ev.client_timestamp, ev.sent_at), (None, None));
+    }
+
+    /// The client's times are optional fields of version 1: a message with them is read,
+    /// and one without them (from an ingest before them) still is.
+    #[test]
+    fn an_event_with_the_clients_times() {
+        let raw = br#"{"v":1,"event_id":"0190d6a0-0000-7000-8000-000000000001","site_id":3,"key_id":"key_1","type":"pageview","timestamp":1700000000000,"received_at":1700000000001,"client_timestamp":1699996400000,"sent_at":1699999999000,"ip":"1.2.3.4","user_agent":"x"}"#;
+        let Message::Event(ev) = decode(Some(raw)).unwrap() else {
+            panic!("an event")
+        };
+        assert_eq!(
+            (ev.client_timestamp, ev.sent_at),
+            (Some(1_699_996_400_000), Some(1_699_999_999_000))
+        );
     }
 
     #[test]

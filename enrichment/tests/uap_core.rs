@@ -29,7 +29,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use rivulet_enricher::device::DeviceParser;
+use rivulet_enrichment::device::DeviceParser;
 use serde::Deserialize;
 
 const BROWSER_MIN: f64 = 99.5;

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use rivulet_common::schema::events::EventRow;
-use rivulet_enricher::insert::insert_row_binary;
+use rivulet_enrichment::insert::insert_row_binary;
 use uuid::Uuid;
 
 fn row(site_id: u32, n: u8) -> EventRow {
@@ -51,6 +51,14 @@ fn row(site_id: u32, n: u8) -> EventRow {
         inp: n.is_multiple_of(2).then_some(120.0),
         fcp: None,
         ttfb: Some(0.0),
+        // Nullable(DateTime): a client's own times, a value or null; 0 and u32::MAX are
+        // the bounds a client's clock is held to.
+        client_timestamp: match n % 3 {
+            0 => Some(1_699_996_400),
+            1 => Some(0),
+            _ => None,
+        },
+        sent_at: n.is_multiple_of(2).then_some(u32::MAX - u32::from(n)),
     }
 }
 
