@@ -246,6 +246,103 @@ pub fn is_web_url(s: &str) -> bool {
     url::Url::parse(s).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
 }
 
+// ------------------------------------------------------------------------ client time
+
+/// The fields that carry a client's clock: when the event happened (`timestamp`) and when
+/// the client sent it (`sent_at`; on a batch, on each event or on the envelope). Each is
+/// an RFC 3339 date-time or a positive integer of epoch milliseconds; anything else is a
+/// 400 naming the field ([`TIME_MESSAGE`]).
+pub const TIME_FIELDS: [&str; 2] = ["timestamp", "sent_at"];
+
+/// What a time field must be: the `fieldErrors` message after the field's name.
+pub const TIME_MESSAGE: &str = "must be an RFC 3339 date-time or epoch milliseconds";
+
+/// A client's `timestamp` sent without `sent_at` is used when it lies at most this long
+/// before the receive time (7 days)…
+pub const TIMESTAMP_MAX_PAST_MS: i64 = 7 * 24 * 3600 * 1000;
+/// …and at most this long after it (10 minutes); else the receive time is used.
+pub const TIMESTAMP_MAX_FUTURE_MS: i64 = 10 * 60 * 1000;
+
+/// A timestamp corrected by `sent_at` that lies more than this after the receive time
+/// (23 hours, as PostHog) is clamped to the receive time. One that lies more than
+/// [`TIMESTAMP_MAX_PAST_MS`] before it gets the receive time, as without `sent_at`.
+pub const CORRECTED_MAX_FUTURE_MS: i64 = 23 * 3600 * 1000;
+
+/// Which bound of the accepted window a client's time crossed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    Past,
+    Future,
+}
+
+impl Bound {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bound::Past => "past",
+            Bound::Future => "future",
+        }
+    }
+}
+
+/// The time an event is stored at, and how it was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventTime {
+    /// Epoch milliseconds.
+    pub ms: i64,
+    /// The client's `timestamp` was corrected by its `sent_at`.
+    pub corrected: bool,
+    /// The client's (corrected) time lay outside the accepted window: `ms` is the receive
+    /// time instead.
+    pub clamped: Option<Bound>,
+}
+
+/// The time to store an event at, from the client's `timestamp` and `sent_at` and the
+/// receive time (all epoch ms).
+///
+/// - No `timestamp`: the receive time.
+/// - A `timestamp` without `sent_at`: itself when it lies within [`TIMESTAMP_MAX_PAST_MS`]
+///   before and [`TIMESTAMP_MAX_FUTURE_MS`] after the receive time, else the receive time.
+/// - Both: corrected for the client's clock, as PostHog and Segment do:
+///   `received − (sent_at − timestamp)`, the event's age by the client's own clock taken
+///   back from the server's receive time. A result more than [`CORRECTED_MAX_FUTURE_MS`]
+///   ahead of the receive time, or more than [`TIMESTAMP_MAX_PAST_MS`] before it, gives
+///   the receive time.
+pub fn event_time(timestamp: Option<i64>, sent_at: Option<i64>, received: i64) -> EventTime {
+    let Some(ts) = timestamp else {
+        return EventTime {
+            ms: received,
+            corrected: false,
+            clamped: None,
+        };
+    };
+    let (candidate, corrected, max_future) = match sent_at {
+        // i128: the client's values are any i64 epoch milliseconds.
+        Some(sent) => (
+            i128::from(received) - (i128::from(sent) - i128::from(ts)),
+            true,
+            CORRECTED_MAX_FUTURE_MS,
+        ),
+        None => (i128::from(ts), false, TIMESTAMP_MAX_FUTURE_MS),
+    };
+    let clamped = if candidate > i128::from(received) + i128::from(max_future) {
+        Some(Bound::Future)
+    } else if candidate < i128::from(received) - i128::from(TIMESTAMP_MAX_PAST_MS) {
+        Some(Bound::Past)
+    } else {
+        None
+    };
+    EventTime {
+        // Within the window, so within i64.
+        ms: if clamped.is_some() {
+            received
+        } else {
+            candidate as i64
+        },
+        corrected,
+        clamped,
+    }
+}
+
 // ---------------------------------------------------------------------------- imports
 
 /// The earliest time an imported event may have: 2000-01-01T00:00:00Z, epoch ms. The
@@ -261,7 +358,7 @@ pub const MAX_FUTURE_MS: i64 = 24 * 3600 * 1000;
 /// `device_type`: the enricher's device classes.
 pub const DEVICE_TYPES: [&str; 4] = ["Desktop", "Mobile", "Tablet", "Bot"];
 
-/// `channel`: the enricher's channels (`enricher/src/channel.rs`).
+/// `channel`: the enricher's channels (`enrichment/src/channel.rs`).
 pub const CHANNELS: [&str; 8] = [
     "Direct",
     "Organic Search",
@@ -375,6 +472,116 @@ mod tests {
         );
     }
 
+    const HOUR: i64 = 3600 * 1000;
+    /// A receive time: 2026-01-02T03:04:05.678Z.
+    const RECEIVED: i64 = 1_767_323_045_678;
+
+    #[test]
+    fn without_sent_at_a_timestamp_is_used_within_its_window() {
+        let t = |ts: Option<i64>| event_time(ts, None, RECEIVED);
+        let kept = |ms| EventTime {
+            ms,
+            corrected: false,
+            clamped: None,
+        };
+        let received = |bound| EventTime {
+            ms: RECEIVED,
+            corrected: false,
+            clamped: bound,
+        };
+        assert_eq!(t(None), received(None));
+        assert_eq!(t(Some(RECEIVED - 1000)), kept(RECEIVED - 1000));
+        assert_eq!(
+            t(Some(RECEIVED - TIMESTAMP_MAX_PAST_MS)),
+            kept(RECEIVED - TIMESTAMP_MAX_PAST_MS)
+        );
+        assert_eq!(
+            t(Some(RECEIVED + TIMESTAMP_MAX_FUTURE_MS)),
+            kept(RECEIVED + TIMESTAMP_MAX_FUTURE_MS)
+        );
+        assert_eq!(
+            t(Some(RECEIVED - TIMESTAMP_MAX_PAST_MS - 1)),
+            received(Some(Bound::Past))
+        );
+        assert_eq!(
+            t(Some(RECEIVED + TIMESTAMP_MAX_FUTURE_MS + 1)),
+            received(Some(Bound::Future))
+        );
+        // sent_at alone changes nothing: there is no time of the event to correct.
+        assert_eq!(
+            event_time(None, Some(RECEIVED - HOUR), RECEIVED),
+            received(None)
+        );
+    }
+
+    #[test]
+    fn sent_at_corrects_the_clients_clock() {
+        // An event 2 h old, queued offline, by a clock 1 h slow. The client's clock read
+        // (received − 1 h) when it sent the event and (received − 3 h) when it happened:
+        // 2 h apart. received − (sent_at − timestamp) = received − 2 h.
+        let sent_at = RECEIVED - HOUR;
+        let timestamp = RECEIVED - 3 * HOUR;
+        let t = event_time(Some(timestamp), Some(sent_at), RECEIVED);
+        assert_eq!(t.ms, RECEIVED - 2 * HOUR);
+        assert!(t.corrected && t.clamped.is_none());
+
+        // A clock 5 h fast, an event 10 s old: received − 10 s, though the client's
+        // timestamp lies 5 h ahead (without sent_at, the receive time).
+        let t = event_time(
+            Some(RECEIVED + 5 * HOUR - 10_000),
+            Some(RECEIVED + 5 * HOUR),
+            RECEIVED,
+        );
+        assert_eq!(t.ms, RECEIVED - 10_000);
+        assert_eq!(
+            event_time(Some(RECEIVED + 5 * HOUR - 10_000), None, RECEIVED).ms,
+            RECEIVED
+        );
+
+        // A clock that is right: the event's time plus the request's time in flight.
+        let t = event_time(Some(RECEIVED - 5000), Some(RECEIVED - 40), RECEIVED);
+        assert_eq!(t.ms, RECEIVED - 5000 + 40);
+    }
+
+    #[test]
+    fn a_corrected_time_is_kept_within_its_window() {
+        let at = |ts: i64, sent: i64| event_time(Some(ts), Some(sent), RECEIVED);
+        // A timestamp after sent_at puts the event in the future: up to 23 h is kept…
+        let t = at(RECEIVED + CORRECTED_MAX_FUTURE_MS, RECEIVED);
+        assert_eq!(
+            (t.ms, t.clamped),
+            (RECEIVED + CORRECTED_MAX_FUTURE_MS, None)
+        );
+        // …more is clamped to the receive time.
+        let t = at(RECEIVED + CORRECTED_MAX_FUTURE_MS + 1, RECEIVED);
+        assert_eq!((t.ms, t.clamped), (RECEIVED, Some(Bound::Future)));
+        let t = at(RECEIVED + 24 * HOUR, RECEIVED - HOUR);
+        assert_eq!((t.ms, t.clamped), (RECEIVED, Some(Bound::Future)));
+        assert!(t.corrected);
+        // Older than 7 days once corrected: the receive time, as without sent_at.
+        let t = at(RECEIVED - TIMESTAMP_MAX_PAST_MS, RECEIVED);
+        assert_eq!((t.ms, t.clamped), (RECEIVED - TIMESTAMP_MAX_PAST_MS, None));
+        let t = at(RECEIVED - TIMESTAMP_MAX_PAST_MS - 1, RECEIVED);
+        assert_eq!((t.ms, t.clamped), (RECEIVED, Some(Bound::Past)));
+        // An event 8 days old by a clock 8 days slow: too old, whatever the clock.
+        let slow = RECEIVED - 8 * 24 * HOUR;
+        let t = at(slow - 8 * 24 * HOUR, slow);
+        assert_eq!((t.ms, t.clamped), (RECEIVED, Some(Bound::Past)));
+        // A clock 8 days slow, an event a minute old: within the window once corrected.
+        assert_eq!(at(slow - 60_000, slow).ms, RECEIVED - 60_000);
+        // Extreme values do not overflow.
+        for (ts, sent) in [
+            (i64::MAX, i64::MIN),
+            (i64::MIN, i64::MAX),
+            (i64::MAX, 1),
+            (1, i64::MAX),
+        ] {
+            let t = at(ts, sent);
+            assert_eq!(t.ms, RECEIVED, "{ts} {sent}");
+            assert!(t.clamped.is_some());
+        }
+    }
+
     #[test]
     fn preset_shapes() {
         assert!(is_country_code("GB"));
@@ -454,6 +661,48 @@ mod statements_agree {
         assert!(
             traits.to_string().contains(&TRAITS_LIMIT.to_string()),
             "IdentifyRequest's traits state their limit, {TRAITS_LIMIT}: {traits}"
+        );
+        // The time fields: on an event (a batch's events are TrackRequests), and sent_at
+        // on a batch's envelope too; each RFC 3339 or epoch ms, with its window.
+        let batch = &doc["components"]["schemas"]["BatchRequest"]["properties"];
+        let time_schema =
+            serde_json::json!([{"type": "string", "format": "date-time"}, {"type": "integer"}]);
+        for (schema, field) in TIME_FIELDS
+            .iter()
+            .map(|f| (props, *f))
+            .chain([(batch, "sent_at")])
+        {
+            assert_eq!(schema[field]["oneOf"], time_schema, "{field}");
+        }
+        said(
+            "timestamp",
+            "7 days in the past and 10 minutes in the future",
+        );
+        said("sent_at", "more than 23 hours in the future");
+        said("sent_at", "7 days");
+        assert_eq!(
+            (
+                TIMESTAMP_MAX_PAST_MS,
+                TIMESTAMP_MAX_FUTURE_MS,
+                CORRECTED_MAX_FUTURE_MS
+            ),
+            (7 * 24 * 3_600_000, 10 * 60_000, 23 * 3_600_000),
+            "the numbers the descriptions state"
+        );
+    }
+
+    /// Both clients send `sent_at` with their events (the time of each attempt), so that
+    /// ingest can correct their clocks.
+    #[test]
+    fn the_clients_send_sent_at() {
+        const NODE_TRACKER: &str = include_str!("../../sdk/node/src/tracker.ts");
+        assert!(
+            NODE_TRACKER.contains("\"sent_at\":"),
+            "sdk/node/src/tracker.ts sends sent_at"
+        );
+        assert!(
+            BROWSER.contains("sent_at: Date.now()"),
+            "sdk/browser/src/tracker.ts sends sent_at"
         );
     }
 

@@ -66,10 +66,20 @@ pub struct RawEvent<S = String> {
     pub key_id: S,
     #[serde(rename = "type")]
     pub event_type: EventType,
-    /// When the event happened (client `timestamp` inside the window, else `received_at`), epoch ms.
+    /// When the event happened, epoch ms: the client's `timestamp`, corrected for its clock
+    /// by `sent_at` when it sent one, inside the accepted window; else `received_at`
+    /// (`contract::event_time`).
     pub timestamp: i64,
     /// When ingest received it, epoch ms.
     pub received_at: i64,
+    /// The client's `timestamp` as it sent it, epoch ms, kept for audit; absent when it
+    /// sent none. (Added within version 1: a reader that does not know it ignores it.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_timestamp: Option<i64>,
+    /// When the client says it sent the event (`sent_at`, its own or its batch's), by its
+    /// own clock, epoch ms; absent when it sent none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_at: Option<i64>,
     /// Client IP chosen by the rules: `ip_address`, else the peer, else a trusted proxy's X-Forwarded-For.
     pub ip: S,
     /// `user_agent` when given, else the request's User-Agent header.

@@ -3,7 +3,7 @@
 //! `LOG_FORMAT=text` gives human-readable lines for local work. And the Prometheus
 //! recorder behind every service's `/metrics`.
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::time::Duration;
 use tracing_subscriber::EnvFilter;
 
@@ -13,8 +13,19 @@ const METRICS_UPKEEP_EVERY: Duration = Duration::from_secs(5);
 /// The process's Prometheus recorder, installed on first use with these histogram
 /// buckets (a later caller's buckets are ignored: one recorder serves the process).
 pub fn prometheus(buckets: &[f64]) -> PrometheusHandle {
+    prometheus_with_buckets_for(buckets, &[])
+}
+
+/// [`prometheus`], with buckets of their own for the histograms named in `per_metric`
+/// (ingest's clock skew, in seconds to a year, beside its request latencies).
+pub fn prometheus_with_buckets_for(
+    buckets: &[f64],
+    per_metric: &[(&str, &[f64])],
+) -> PrometheusHandle {
     static HANDLE: std::sync::OnceLock<PrometheusHandle> = std::sync::OnceLock::new();
-    HANDLE.get_or_init(|| install_prometheus(buckets)).clone()
+    HANDLE
+        .get_or_init(|| install(buckets, per_metric, METRICS_UPKEEP_EVERY))
+        .clone()
 }
 
 /// Installs the process's Prometheus recorder, with these histogram buckets, and a
@@ -29,9 +40,19 @@ pub fn install_prometheus(buckets: &[f64]) -> PrometheusHandle {
 
 /// `install_prometheus` with another upkeep period (its test uses a short one).
 pub fn install_prometheus_with_upkeep(buckets: &[f64], every: Duration) -> PrometheusHandle {
-    let handle = PrometheusBuilder::new()
+    install(buckets, &[], every)
+}
+
+fn install(buckets: &[f64], per_metric: &[(&str, &[f64])], every: Duration) -> PrometheusHandle {
+    let mut builder = PrometheusBuilder::new()
         .set_buckets(buckets)
-        .expect("histogram buckets")
+        .expect("histogram buckets");
+    for (name, buckets) in per_metric {
+        builder = builder
+            .set_buckets_for_metric(Matcher::Full((*name).to_string()), buckets)
+            .expect("histogram buckets");
+    }
+    let handle = builder
         .install_recorder()
         .expect("a Prometheus recorder is installed once per process");
     let upkeep = handle.clone();

@@ -351,8 +351,10 @@ fn raw_event<'a, S: Backends>(
         site_id: ev.site_id,
         key_id: Cow::Borrowed(&who.key_id),
         event_type: ev.event_type,
-        timestamp: effective_timestamp(ev.timestamp_ms, received_at),
+        timestamp: crate::clock::event_time(ev.timestamp_ms, ev.sent_at_ms, received_at),
         received_at,
+        client_timestamp: ev.timestamp_ms,
+        sent_at: ev.sent_at_ms,
         ip: Cow::Owned(ip),
         user_agent: user_agent.unwrap_or_else(|| client.user_agent()),
         event_name: ev.event_name,
@@ -532,17 +534,23 @@ async fn track_many<S: Backends>(
             return Err(IngestError::InvalidPayload(details));
         }
     };
-    // The envelope carries site_id and api_key; its site_id is checked as an event's.
+    // The envelope carries site_id, api_key and sent_at; its site_id and sent_at are
+    // checked as an event's. Its sent_at is each event's that has none of its own.
     let envelope = EventFields {
         site_id: batch.site_id,
+        sent_at: batch.sent_at,
         ..EventFields::default()
     };
-    let site_id = validate_event(envelope)
-        .map_err(IngestError::InvalidPayload)?
-        .site_id;
+    let envelope = validate_event(envelope).map_err(IngestError::InvalidPayload)?;
+    let site_id = envelope.site_id;
     let checked: Vec<Result<TrackEvent<'_>, ValidationErrors>> = events
         .into_iter()
-        .map(|item| batch_event(item, site_id))
+        .map(|item| {
+            batch_event(item, site_id).map(|mut ev| {
+                ev.sent_at_ms = ev.sent_at_ms.or(envelope.sent_at_ms);
+                ev
+            })
+        })
         .collect();
     let valid = checked.iter().filter(|c| c.is_ok()).count() as u32;
     let who = admit(

@@ -20,11 +20,15 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-/// The process-wide Prometheus recorder, with the request-latency buckets.
+/// The process-wide Prometheus recorder, with the request-latency buckets, and the clock
+/// skew's own (`clock`).
 pub fn prometheus() -> PrometheusHandle {
-    rivulet_common::telemetry::prometheus(&[
-        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-    ])
+    rivulet_common::telemetry::prometheus_with_buckets_for(
+        &[
+            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+        ],
+        &[(crate::clock::SKEW_METRIC, crate::clock::SKEW_BUCKETS)],
+    )
 }
 
 /// A running ingest with its background tasks; `kafka` is kept to flush on shutdown.

@@ -1507,6 +1507,8 @@ struct Line {
     site_id: u32,
     timestamp: String,
     received_at: String,
+    client_timestamp: Option<String>,
+    sent_at: Option<String>,
     #[serde(rename = "type")]
     event_type: String,
     event_name: String,
@@ -1556,6 +1558,8 @@ const LINE_FIELDS: &[&str] = &[
     "site_id",
     "timestamp",
     "received_at",
+    "client_timestamp",
+    "sent_at",
     "type",
     "event_name",
     "properties",
@@ -1602,6 +1606,8 @@ fn expected_line(r: EventRow, person_id: String) -> Line {
         site_id: r.site_id,
         timestamp: rfc3339_secs(r.timestamp),
         received_at: rfc3339_secs(r.received_at),
+        client_timestamp: r.client_timestamp.map(rfc3339_secs),
+        sent_at: r.sent_at.map(rfc3339_secs),
         event_type: r.event_type,
         event_name: r.event_name,
         properties: r.properties,
@@ -1816,7 +1822,7 @@ pub async fn export_rows(rows: u64, max_rss_mb: u64, artifact: Option<&str>) {
         "the CSV: a header and a record per event"
     );
     assert!(
-        header.starts_with("event_id,site_id,timestamp,received_at,type,"),
+        header.starts_with("event_id,site_id,timestamp,received_at,client_timestamp,sent_at,type,"),
         "{header}"
     );
     assert!(header.ends_with(",ip,person_id"), "{header}");

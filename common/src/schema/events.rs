@@ -55,15 +55,29 @@ pub const COLUMNS: &[Column] = &[
     col("inp", "Nullable(Float64)"),
     col("fcp", "Nullable(Float64)"),
     col("ttfb", "Nullable(Float64)"),
+    // Migration 9: the client's own times, as it sent them (NULL: not sent).
+    col("client_timestamp", "Nullable(DateTime)"),
+    col("sent_at", "Nullable(DateTime)"),
 ];
 
-/// How many of [`COLUMNS`] the table had when migration 1 created it; migration 4 adds
-/// the rest ([`added_columns`]).
+/// How many of [`COLUMNS`] the table had when migration 1 created it; migrations 4 and 9
+/// add the rest ([`added_columns`]).
 pub const V1_COLUMNS: usize = 30;
+/// How many it had after migration 4.
+pub const V4_COLUMNS: usize = 40;
 
-/// The columns migration 4 adds, as a variant types them.
-pub fn added_columns(variant: SchemaVariant) -> Vec<Column> {
-    columns(variant).split_off(V1_COLUMNS)
+/// The migrations that add columns to `events`, each with the range of [`COLUMNS`] it
+/// adds.
+pub const ADDING_MIGRATIONS: [(u32, std::ops::Range<usize>); 2] =
+    [(4, V1_COLUMNS..V4_COLUMNS), (9, V4_COLUMNS..COLUMNS.len())];
+
+/// The columns migration `migration` (4 or 9) adds, as a variant types them.
+pub fn added_columns(migration: u32, variant: SchemaVariant) -> Vec<Column> {
+    let (_, range) = ADDING_MIGRATIONS
+        .iter()
+        .find(|(m, _)| *m == migration)
+        .unwrap_or_else(|| panic!("migration {migration} adds no column to events"));
+    columns(variant)[range.clone()].to_vec()
 }
 
 /// The `String` columns whose values repeat (a few dozen to a few thousand distinct
@@ -157,16 +171,21 @@ fn distributed_statement(cluster: &str) -> String {
     )
 }
 
-/// Migration 4: the columns added to `events` since it was created, one `ALTER` per
-/// column so that a column another run added first is only an "already exists" to skip.
-/// On a cluster the local tables get them by `ALTER … ON CLUSTER`; the `Distributed`
-/// table is made again from them instead (it holds no rows: inserts through it are
-/// synchronous), since ClickHouse refuses an `ALTER … ON CLUSTER` of a table that is not
-/// replicated when the cluster's shards replicate internally (code 371, "Table events
-/// isn't replicated, but shard #2 is replicated according to its cluster definition").
-pub fn add_column_statements(topology: &Topology, variant: SchemaVariant) -> Vec<String> {
+/// Migrations 4 and 9: the columns they add to `events` ([`ADDING_MIGRATIONS`]), one
+/// `ALTER` per column so that a column another run added first is only an "already
+/// exists" to skip. On a cluster the local tables get them by `ALTER … ON CLUSTER`; the
+/// `Distributed` table is made again from them instead (it holds no rows: inserts through
+/// it are synchronous), since ClickHouse refuses an `ALTER … ON CLUSTER` of a table that
+/// is not replicated when the cluster's shards replicate internally (code 371, "Table
+/// events isn't replicated, but shard #2 is replicated according to its cluster
+/// definition").
+pub fn add_column_statements(
+    migration: u32,
+    topology: &Topology,
+    variant: SchemaVariant,
+) -> Vec<String> {
     let alters = |table: &str, on_cluster: &str| -> Vec<String> {
-        added_columns(variant)
+        added_columns(migration, variant)
             .into_iter()
             .map(|c| {
                 format!(
@@ -235,6 +254,10 @@ pub struct EventRow {
     pub inp: Option<f64>,
     pub fcp: Option<f64>,
     pub ttfb: Option<f64>,
+    /// The client's `timestamp` as sent, epoch seconds (Nullable(DateTime)).
+    pub client_timestamp: Option<u32>,
+    /// The client's `sent_at`, epoch seconds (Nullable(DateTime)).
+    pub sent_at: Option<u32>,
 }
 
 impl EventRow {
@@ -296,6 +319,25 @@ impl EventRow {
         }
         for v in [self.lcp, self.cls, self.inp, self.fcp, self.ttfb] {
             put_nullable_f64(out, v);
+        }
+        put_nullable_u32(out, self.client_timestamp);
+        put_nullable_u32(out, self.sent_at);
+    }
+}
+
+/// Epoch milliseconds as a `DateTime` holds them: whole seconds, saturated to its range
+/// (1970 to 2106): a client's clock may say anything.
+pub fn datetime_secs(ms: i64) -> u32 {
+    ms.div_euclid(1000).clamp(0, i64::from(u32::MAX)) as u32
+}
+
+/// RowBinary `Nullable(DateTime)`: 1 for null, else 0 and the epoch seconds.
+fn put_nullable_u32(out: &mut Vec<u8>, v: Option<u32>) {
+    match v {
+        None => out.push(1),
+        Some(n) => {
+            out.push(0);
+            out.extend_from_slice(&n.to_le_bytes());
         }
     }
 }
@@ -365,9 +407,9 @@ mod tests {
                 serde_json::json!(u32::from_le_bytes(take(bytes, 4).try_into().unwrap()))
             }
             "Float64" => serde_json::json!(f64::from_le_bytes(take(bytes, 8).try_into().unwrap())),
-            "Nullable(Float64)" => match take(bytes, 1)[0] {
+            "Nullable(Float64)" | "Nullable(DateTime)" => match take(bytes, 1)[0] {
                 1 => serde_json::Value::Null,
-                _ => read_value("Float64", bytes),
+                _ => read_value(&ch_type["Nullable(".len()..ch_type.len() - 1], bytes),
             },
             "String" => {
                 let (mut len, mut shift) = (0usize, 0);
@@ -433,6 +475,8 @@ mod tests {
             inp: None,
             fcp: Some(900.0),
             ttfb: Some(0.0),
+            client_timestamp: Some(1_699_990_000),
+            sent_at: Some(1_699_996_400),
         }
     }
 
@@ -459,20 +503,61 @@ mod tests {
     #[test]
     fn on_a_cluster_only_the_local_tables_are_altered() {
         let cluster = Topology::Cluster { name: "c".into() };
-        let ddl = add_column_statements(&cluster, SchemaVariant::Portable);
-        assert!(ddl
-            .iter()
-            .filter(|s| s.starts_with("ALTER"))
-            .all(|s| s.starts_with(&format!("ALTER TABLE {{db}}.{LOCAL_TABLE} ON CLUSTER c "))));
-        let n = ddl.len();
+        for (migration, _) in ADDING_MIGRATIONS {
+            let ddl = add_column_statements(migration, &cluster, SchemaVariant::Portable);
+            assert!(
+                ddl.iter()
+                    .filter(|s| s.starts_with("ALTER"))
+                    .all(|s| s
+                        .starts_with(&format!("ALTER TABLE {{db}}.{LOCAL_TABLE} ON CLUSTER c ")))
+            );
+            let n = ddl.len();
+            assert_eq!(
+                ddl[n - 2],
+                format!("DROP TABLE IF EXISTS {{db}}.{TABLE} ON CLUSTER c")
+            );
+            assert_eq!(
+                ddl[n - 1],
+                create_statements_for(&cluster, SchemaVariant::Portable)[1]
+            );
+        }
+    }
+
+    /// Each column is created once: by migration 1, 4 or 9, in the order of [`COLUMNS`].
+    #[test]
+    fn the_migrations_add_every_column_once_in_order() {
+        let mut names: Vec<&str> = COLUMNS[..V1_COLUMNS].iter().map(|c| c.name).collect();
+        for (migration, _) in ADDING_MIGRATIONS {
+            names.extend(
+                added_columns(migration, SchemaVariant::Portable)
+                    .iter()
+                    .map(|c| c.name),
+            );
+        }
+        assert_eq!(names, COLUMNS.iter().map(|c| c.name).collect::<Vec<_>>());
         assert_eq!(
-            ddl[n - 2],
-            format!("DROP TABLE IF EXISTS {{db}}.{TABLE} ON CLUSTER c")
+            added_columns(9, SchemaVariant::Portable),
+            [
+                col("client_timestamp", "Nullable(DateTime)"),
+                col("sent_at", "Nullable(DateTime)")
+            ]
         );
         assert_eq!(
-            ddl[n - 1],
-            create_statements_for(&cluster, SchemaVariant::Portable)[1]
+            add_column_statements(9, &Topology::SingleNode, SchemaVariant::LowCardinality),
+            [
+                "ALTER TABLE {db}.events ADD COLUMN client_timestamp Nullable(DateTime)",
+                "ALTER TABLE {db}.events ADD COLUMN sent_at Nullable(DateTime)"
+            ]
         );
+    }
+
+    #[test]
+    fn datetimes_are_whole_seconds_within_their_range() {
+        assert_eq!(datetime_secs(1_700_000_000_999), 1_700_000_000);
+        assert_eq!(datetime_secs(-1), 0);
+        assert_eq!(datetime_secs(i64::MIN), 0);
+        assert_eq!(datetime_secs(i64::MAX), u32::MAX);
+        assert_eq!(datetime_secs(4_294_967_295_999), u32::MAX);
     }
 
     #[test]
@@ -480,7 +565,9 @@ mod tests {
         for variant in [SchemaVariant::Portable, SchemaVariant::LowCardinality] {
             for topology in [Topology::SingleNode, Topology::Cluster { name: "c".into() }] {
                 let mut ddl = create_statements_for(&topology, variant);
-                ddl.extend(add_column_statements(&topology, variant));
+                for (migration, _) in ADDING_MIGRATIONS {
+                    ddl.extend(add_column_statements(migration, &topology, variant));
+                }
                 let ddl = ddl.join("\n");
                 for c in columns(variant) {
                     assert!(

@@ -72,6 +72,7 @@ pub struct EventFields<'a> {
     pub properties: Option<Field<'a>>,
     pub event_id: Option<Field<'a>>,
     pub timestamp: Option<Field<'a>>,
+    pub sent_at: Option<Field<'a>>,
     pub anonymous_id: Option<Field<'a>>,
     pub tag: Option<Field<'a>>,
     pub app_version: Option<Field<'a>>,
@@ -88,7 +89,7 @@ pub struct EventFields<'a> {
 
 impl<'a> EventFields<'a> {
     /// The JSON names of the known fields held as a [`Field`] (`feature_flags` is not one).
-    pub const NAMES: [&'static str; 27] = [
+    pub const NAMES: [&'static str; 28] = [
         "api_key",
         "site_id",
         "type",
@@ -107,6 +108,7 @@ impl<'a> EventFields<'a> {
         "properties",
         "event_id",
         "timestamp",
+        "sent_at",
         "anonymous_id",
         "tag",
         "app_version",
@@ -139,6 +141,7 @@ impl<'a> EventFields<'a> {
             "properties" => &mut self.properties,
             "event_id" => &mut self.event_id,
             "timestamp" => &mut self.timestamp,
+            "sent_at" => &mut self.sent_at,
             "anonymous_id" => &mut self.anonymous_id,
             "tag" => &mut self.tag,
             "app_version" => &mut self.app_version,
@@ -189,11 +192,13 @@ pub struct IdentifyFields<'a> {
     pub traits: Option<RawJson<'a>>,
 }
 
-/// A `POST /api/track/batch` body: the envelope's key and site, and its events.
+/// A `POST /api/track/batch` body: the envelope's key, site and `sent_at`, and its events.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct BatchFields<'a> {
     pub api_key: Option<Field<'a>>,
     pub site_id: Option<Field<'a>>,
+    /// When the client sent the batch: each event's own `sent_at` when it has one, else this.
+    pub sent_at: Option<Field<'a>>,
     pub events: Option<Events<'a>>,
     /// The most events kept: the rest of a longer array is read and dropped unbuilt.
     max_events: usize,
@@ -287,6 +292,7 @@ impl<'de> ObjectFields<'de> for BatchFields<'de> {
         match name {
             "api_key" => self.api_key = Some(map.next_value()?),
             "site_id" => self.site_id = Some(map.next_value()?),
+            "sent_at" => self.sent_at = Some(map.next_value()?),
             "events" => {
                 self.events = Some(map.next_value_seed(EventsSeed {
                     max: self.max_events,
@@ -667,9 +673,10 @@ mod tests {
 
     #[test]
     fn a_batch_has_its_envelope_and_its_events() {
-        let b = parse_batch(br#"{"api_key":"k","site_id":3,"pathname":"/ignored","events":[{"pathname":"/a"},1,{}]}"#, 500).unwrap();
+        let b = parse_batch(br#"{"api_key":"k","site_id":3,"sent_at":1700000000000,"pathname":"/ignored","events":[{"pathname":"/a"},1,{}]}"#, 500).unwrap();
         assert_eq!(b.api_key, Some(Field::Str("k".into())));
         assert_eq!(b.site_id, Some(Field::Unsigned(3)));
+        assert_eq!(b.sent_at, Some(Field::Unsigned(1_700_000_000_000)));
         let Some(Events::List(items)) = b.events else {
             panic!("events")
         };

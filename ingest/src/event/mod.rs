@@ -33,6 +33,8 @@ pub struct TrackEvent<'a> {
     pub event_id: Option<Uuid>,
     /// Client-supplied event time, epoch milliseconds, already checked to be well-formed.
     pub timestamp_ms: Option<i64>,
+    /// When the client sent it, by its clock (`sent_at`, or a batch's), epoch milliseconds.
+    pub sent_at_ms: Option<i64>,
     pub anonymous_id: Option<Cow<'a, str>>,
     pub tag: Option<Cow<'a, str>>,
     pub app_version: Option<Cow<'a, str>>,

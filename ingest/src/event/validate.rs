@@ -27,9 +27,11 @@ pub use rivulet_common::contract::{
 pub const CUSTOM_EVENT_NEEDS_NAME: &str = "Custom events require event_name";
 pub const ERROR_EVENT_NEEDS_NAME: &str = "Error events require event_name (the error's type)";
 
-/// How far a client `timestamp` may lie from the receive time and still be used.
-pub const TIMESTAMP_MAX_PAST_MS: i64 = 7 * 24 * 3600 * 1000;
-pub const TIMESTAMP_MAX_FUTURE_MS: i64 = 10 * 60 * 1000;
+/// How far a client `timestamp` may lie from the receive time and still be used, and how
+/// far one corrected by `sent_at` may lie ahead: the wire contract's.
+pub use rivulet_common::contract::{
+    CORRECTED_MAX_FUTURE_MS, TIMESTAMP_MAX_FUTURE_MS, TIMESTAMP_MAX_PAST_MS,
+};
 
 /// `details` of a 400 response.
 #[derive(Debug, Default, Clone, PartialEq, Serialize)]
@@ -93,6 +95,7 @@ pub fn validate_event<'a>(f: EventFields<'a>) -> Result<TrackEvent<'a>, Validati
         screen_height: None,
         event_id: None,
         timestamp_ms: None,
+        sent_at_ms: None,
     };
     let ip = text("ip_address", f.ip_address);
     let kind = event_type.unwrap_or(EventType::Pageview);
@@ -116,6 +119,7 @@ pub fn validate_event<'a>(f: EventFields<'a>) -> Result<TrackEvent<'a>, Validati
 
     ev.event_id = event_id(f.event_id, &mut errs);
     ev.timestamp_ms = timestamp(present(f.timestamp), &mut errs);
+    ev.sent_at_ms = sent_at(present(f.sent_at), &mut errs);
 
     if ev.event_name.is_none() {
         match event_type {
@@ -264,7 +268,18 @@ fn screen(name: &str, v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Opti
 }
 
 pub(crate) fn timestamp(v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<i64> {
-    const MSG: &str = "timestamp must be an RFC 3339 date-time or epoch milliseconds";
+    time_field("timestamp", v, errs)
+}
+
+/// `sent_at`: when the client sent the event, by its clock (on a batch, the event's own or
+/// the envelope's).
+pub(crate) fn sent_at(v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<i64> {
+    time_field("sent_at", v, errs)
+}
+
+/// A time field of the contract (`contract::TIME_FIELDS`): RFC 3339, or a positive
+/// integer of epoch milliseconds.
+fn time_field(name: &str, v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Option<i64> {
     let ms = match v? {
         Field::Unsigned(n) => i64::try_from(n).ok().filter(|ms| *ms > 0),
         Field::Str(s) => {
@@ -275,23 +290,16 @@ pub(crate) fn timestamp(v: Option<Field<'_>>, errs: &mut ValidationErrors) -> Op
         _ => None,
     };
     if ms.is_none() {
-        errs.field("timestamp", MSG);
+        errs.field(name, format!("{name} {}", contract::TIME_MESSAGE));
     }
     ms
 }
 
-/// The event time to record: the client's `timestamp` when it lies inside the accepted
-/// window around the receive time, else the receive time itself.
+/// The time to record for a client's `timestamp` sent without `sent_at` (an identify
+/// call's): itself when it lies inside the accepted window around the receive time, else
+/// the receive time itself (`contract::event_time`).
 pub fn effective_timestamp(client_ms: Option<i64>, received_ms: i64) -> i64 {
-    match client_ms {
-        Some(t)
-            if t >= received_ms - TIMESTAMP_MAX_PAST_MS
-                && t <= received_ms + TIMESTAMP_MAX_FUTURE_MS =>
-        {
-            t
-        }
-        _ => received_ms,
-    }
+    contract::event_time(client_ms, None, received_ms).ms
 }
 
 #[cfg(test)]
@@ -438,6 +446,42 @@ mod tests {
     }
 
     #[test]
+    fn sent_at_is_read_as_timestamp_is() {
+        let ev = check(json!({"site_id": 1, "sent_at": "2026-01-02T03:04:05.678+01:00"})).unwrap();
+        assert_eq!(ev.sent_at_ms, Some(1_767_323_045_678 - 3_600_000));
+        let ev =
+            check(json!({"site_id": 1, "sent_at": 1_767_323_045_678i64, "timestamp": 5})).unwrap();
+        assert_eq!(
+            (ev.sent_at_ms, ev.timestamp_ms),
+            (Some(1_767_323_045_678), Some(5))
+        );
+        assert_eq!(
+            check(json!({"site_id": 1, "sent_at": null}))
+                .unwrap()
+                .sent_at_ms,
+            None
+        );
+        for bad in [
+            json!("yesterday"),
+            json!(0),
+            json!(-1),
+            json!(1.5),
+            json!(true),
+            json!(""),
+            json!({"ms": 1}),
+            json!("2026-01-02 03:04:05"),
+        ] {
+            let e = check(json!({"site_id": 1, "sent_at": bad})).unwrap_err();
+            assert_eq!(
+                e.field_errors["sent_at"],
+                ["sent_at must be an RFC 3339 date-time or epoch milliseconds"],
+                "{bad}"
+            );
+            assert_eq!(e.field_errors.len(), 1, "{bad}");
+        }
+    }
+
+    #[test]
     fn ip_is_normalised() {
         let ev = check(json!({"site_id": 1, "ip_address": "2001:0db8::0001"})).unwrap();
         assert_eq!(ev.ip_address.as_deref(), Some("2001:db8::1"));
@@ -467,7 +511,7 @@ mod tests {
             })
         }
 
-        const FIELDS: [&str; 27] = crate::event::fields::EventFields::NAMES;
+        const FIELDS: [&str; 28] = crate::event::fields::EventFields::NAMES;
 
         proptest! {
             // Any object: validation never panics, and an accepted event respects every limit.

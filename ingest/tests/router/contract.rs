@@ -691,3 +691,30 @@ async fn responses_match_the_openapi_document() {
         [200, 400, 400, 401, 404, 413, 415, 403, 200, 200, 400, 415, 200, 400]
     );
 }
+
+#[tokio::test]
+async fn a_key_that_may_only_read_statistics_cannot_send_events() {
+    let ingest = TestIngest::new();
+    let doc = openapi::document();
+    let key = rivulet_ingest::testing::stats_key_of(SITE);
+    for (path, body) in [
+        (
+            "/api/track",
+            json!({"api_key": key, "site_id": SITE, "pathname": "/x"}),
+        ),
+        (
+            "/api/track/batch",
+            json!({"api_key": key, "site_id": SITE, "events": [{"pathname": "/x"}]}),
+        ),
+        (
+            "/api/identify",
+            json!({"api_key": key, "site_id": SITE, "user_id": "u"}),
+        ),
+    ] {
+        let r = ingest.post_json(path, &body).await;
+        assert_eq!(r.status, 403, "{path}: {:?}", r.json());
+        assert!(r.error().contains("stats:read"), "{}", r.error());
+        openapi::assert_documented(&doc, path, 403, &r.json());
+    }
+    assert!(ingest.sink().events().is_empty() && ingest.sink().identifies().is_empty());
+}

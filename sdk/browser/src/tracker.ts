@@ -122,6 +122,9 @@ export function start(w: Window, tag: ScriptTag | null): RivuletApi | undefined 
       screenWidth: w.screen.width,
       screenHeight: w.screen.height,
       user_id: userId,
+      // The browser's clock as it sends: ingest measures its skew (no timestamp is sent,
+      // so the event's time is the receive time).
+      sent_at: Date.now(),
       ...fields,
     });
   };

@@ -216,8 +216,10 @@ test(VISIT, { timeout: 60_000 }, async () => {
   await page.goto(`${shopOrigin()}/?ref=ad`, { referer: 'https://search.example/?q=boots' });
 
   const first = await waitFor('the pageview', () => c.events().find((e) => e.type === 'pageview'));
+  // sent_at: the browser's clock when it sent the event (epoch ms, this machine's clock).
+  assert.ok(Math.abs(first.sent_at - Date.now()) < 60_000, `sent_at ${first.sent_at}`);
   assert.deepEqual(
-    { ...first, screenWidth: typeof first.screenWidth, screenHeight: typeof first.screenHeight },
+    { ...first, screenWidth: typeof first.screenWidth, screenHeight: typeof first.screenHeight, sent_at: typeof first.sent_at },
     {
       site_id: '7',
       type: 'pageview',
@@ -229,6 +231,7 @@ test(VISIT, { timeout: 60_000 }, async () => {
       language: 'en-GB',
       screenWidth: 'number',
       screenHeight: 'number',
+      sent_at: 'number',
     },
   );
 

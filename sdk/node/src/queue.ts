@@ -9,8 +9,11 @@ export interface EventChunk {
   events: WireEvent[];
   /** Each event as JSON: what goes, comma-separated, between `"events":[` and `]`. */
   parts: string[];
-  /** The request body, when it was prepared ahead (see BatchQueue.pump). */
-  prepared?: Promise<{ body: string | Uint8Array; gzipped: boolean }> | undefined;
+  /**
+   * The request body, when it was prepared ahead (see BatchQueue.pump), and when (ms since
+   * epoch): its `sent_at`. It serves the first attempt only while that is recent.
+   */
+  prepared?: { at: number; body: Promise<{ body: string | Uint8Array; gzipped: boolean }> } | undefined;
 }
 
 /** An identify call taken from the queue: never part of a batch body, always a request of its own. */

@@ -28,6 +28,18 @@ const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000;
 /** Longest delay setTimeout accepts; a longer wait is no wait limit at all. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/**
+ * A batch body gzipped ahead, while the previous request was in flight, goes out only
+ * while its `sent_at` is at most this old (ms); an older one is made again, so that the
+ * server's clock correction is off by at most this much.
+ */
+const PREPARED_MAX_AGE_MS = 1000;
+
+/** `sent_at` of an attempt made now: this process's clock, as `timestamp`. */
+function sentAtNow(): string {
+  return new Date(Date.now()).toISOString();
+}
+
 /** Node's process, where there is one (Node, Bun, Deno): only for the beforeExit hook. */
 interface ProcessLike {
   on(event: 'beforeExit', listener: () => void): unknown;
@@ -69,7 +81,7 @@ export class Tracker {
   readonly #trackUrl: string;
   readonly #batchUrl: string;
   readonly #identifyUrl: string;
-  /** `{"api_key":…,"site_id":…,"events":[`: the part of every batch body that never changes. */
+  /** `{"api_key":…,"site_id":…,"sent_at":`: the part of every batch body that never changes. */
   readonly #batchPrefix: string;
   readonly #queue: BatchQueue | undefined;
   /** Single mode: requests not finished yet, for flush(). Their promises never reject. */
@@ -101,7 +113,7 @@ export class Tracker {
     this.#trackUrl = `${o.analyticsHost}/track`;
     this.#batchUrl = `${o.analyticsHost}/track/batch`;
     this.#identifyUrl = `${o.analyticsHost}/identify`;
-    this.#batchPrefix = `{"api_key":${JSON.stringify(o.apiKey)},"site_id":${JSON.stringify(o.siteId)},"events":[`;
+    this.#batchPrefix = `{"api_key":${JSON.stringify(o.apiKey)},"site_id":${JSON.stringify(o.siteId)},"sent_at":`;
     if (o.disabled) {
       this.#transport = undefined;
       this.#queue = undefined;
@@ -127,13 +139,15 @@ export class Tracker {
       this.#closing.signal,
     );
     if (o.batch) {
-      const envelope = utf8Length(this.#batchPrefix) + 2; // 2 = "]}"
+      // The prefix, the quoted sent_at (`"2026-01-02T03:04:05.678Z"`, 26), `,"events":[` (11) and `]}` (2).
+      const envelope = utf8Length(this.#batchPrefix) + 26 + 11 + 2;
       this.#queue = new BatchQueue(
         o.batch,
         envelope,
         (chunk) => ('identify' in chunk ? this.#sendQueuedIdentify(chunk.identify) : this.#sendBatch(chunk)),
         (chunk) => {
-          chunk.prepared = this.#encode(this.#batchBody(chunk.parts));
+          const at = Date.now();
+          chunk.prepared = { at, body: this.#encode(this.#batchBody(chunk.parts, new Date(at).toISOString())) };
         },
       );
       // The flush timer never keeps the process alive, so a process that ends naturally
@@ -177,7 +191,8 @@ export class Tracker {
     }
     if (this.#options.disabled) return RESOLVED;
     if (this.#queue !== undefined) return this.#enqueue(this.#queue, call);
-    return this.#sendAlone(call, this.#identifyUrl, () => this.#identifyBody(call));
+    const body = this.#identifyBody(call);
+    return this.#sendAlone(call, this.#identifyUrl, () => body);
   }
 
   /**
@@ -321,10 +336,10 @@ export class Tracker {
     return RESOLVED;
   }
 
+  /** One event to /track: `sent_at` is the time of each attempt, the rest the same bytes every time. */
   #sendOne(ev: PendingEvent): Promise<void> {
-    return this.#sendAlone(ev, this.#trackUrl, () =>
-      JSON.stringify({ api_key: this.#options.apiKey, site_id: this.#options.siteId, ...finalize(ev) }),
-    );
+    const head = JSON.stringify({ api_key: this.#options.apiKey, site_id: this.#options.siteId, ...finalize(ev) });
+    return this.#sendAlone(ev, this.#trackUrl, (sentAt) => `${head.slice(0, -1)},"sent_at":${JSON.stringify(sentAt)}}`);
   }
 
   /** The body of POST /identify: the key stays in the body, as for events (no Authorization header). */
@@ -342,15 +357,17 @@ export class Tracker {
     });
   }
 
-  /** Single mode: one request for one event or identify call; the promise settles with its outcome. */
-  #sendAlone(item: QueueItem, url: string, body: () => string): Promise<void> {
+  /**
+   * Single mode: one request for one event or identify call; the promise settles with its
+   * outcome. `body` makes an attempt's body from its `sent_at`.
+   */
+  #sendAlone(item: QueueItem, url: string, body: (sentAt: string) => string): Promise<void> {
     if (this.#closing.signal.aborted || this.#shutdownPromise !== undefined) {
       this.#failed++;
       return this.#fail(afterShutdownError(item));
     }
-    const json = body();
     this.#inFlightEvents++;
-    const result = this.#post(url, json, [item.event_id], false).then(
+    const result = this.#post(url, body, [item.event_id], false).then(
       () => {
         this.#delivered++;
       },
@@ -372,11 +389,12 @@ export class Tracker {
   }
 
   /**
-   * POSTs one body (an event to /track, or an identify call), the same bytes on every
-   * attempt, retried (network errors, timeouts, 408, 429, 5xx) up to maxRetries.
+   * POSTs one body (an event to /track, or an identify call), retried (network errors,
+   * timeouts, 408, 429, 5xx) up to maxRetries. `body` makes each attempt's from its time,
+   * the event's `sent_at`; the rest (event_id, timestamp) is the same on every attempt.
    * `patientOn429`: a 429 waits without using up retries, as batches do (see #deliver).
    */
-  async #post(url: string, body: string, ids: string[], patientOn429: boolean): Promise<void> {
+  async #post(url: string, body: (sentAt: string) => string, ids: string[], patientOn429: boolean): Promise<void> {
     const transport = this.#transport!;
     await transport.waitForPause(ids);
     let failures = 0;
@@ -384,7 +402,7 @@ export class Tracker {
     for (let attempt = 1; ; attempt++) {
       let error: TrackerError;
       try {
-        const answer = await transport.attempt(url, body, false, attempt, ids);
+        const answer = await transport.attempt(url, body(sentAtNow()), false, attempt, ids);
         if (answer.status === 200) return;
         error = httpError(url, answer, attempt, ids, (t) => transport.redact(t));
         if (answer.retryAfterMs !== undefined && error.retryable) transport.pause(answer.retryAfterMs);
@@ -410,7 +428,8 @@ export class Tracker {
   async #sendQueuedIdentify(call: WireIdentify): Promise<void> {
     this.#inFlightEvents++;
     try {
-      await this.#post(this.#identifyUrl, this.#identifyBody(call), [call.event_id], true);
+      const body = this.#identifyBody(call);
+      await this.#post(this.#identifyUrl, () => body, [call.event_id], true);
       this.#delivered++;
     } catch (e) {
       const err = e instanceof TrackerError ? e : unexpected(e);
@@ -441,6 +460,7 @@ export class Tracker {
    * or given up on. A 503 with per-event results resends only the events that failed; a
    * 413 or "too many events" splits the batch and lowers the limits for later batches;
    * 429 waits (Retry-After) without using up retries, since the queue bounds what waits.
+   * Every attempt's envelope has its own `sent_at`; the events are the same bytes.
    */
   async #deliver(events: WireEvent[], parts: string[], prepared?: EventChunk['prepared']): Promise<void> {
     const transport = this.#transport!;
@@ -453,9 +473,10 @@ export class Tracker {
       await transport.waitForPause(ids);
       for (;;) {
         attempts++;
-        // A body prepared while the previous batch was in flight serves the first attempt.
-        const ready = attempts === 1 ? prepared : undefined;
-        const json = ready === undefined ? this.#batchBody(parts) : undefined;
+        // A body prepared while the previous batch was in flight serves the first attempt,
+        // while its sent_at is recent.
+        const ready = attempts === 1 && prepared !== undefined && Date.now() - prepared.at <= PREPARED_MAX_AGE_MS ? prepared.body : undefined;
+        const json = ready === undefined ? this.#batchBody(parts, sentAtNow()) : undefined;
         const { body, gzipped } = await (ready ?? this.#encode(json!));
         let error: TrackerError;
         let answer: Answer | undefined;
@@ -479,7 +500,7 @@ export class Tracker {
             // The server's limits are lower than ours: split, and remember it for later batches.
             const half = Math.ceil(events.length / 2);
             const max = tooMany !== undefined ? Math.min(tooMany, half) : half;
-            this.#queue?.lowerLimits(max, answer.status === 413 ? Math.floor(utf8Length(json ?? this.#batchBody(parts)) / 2) : Number.MAX_SAFE_INTEGER);
+            this.#queue?.lowerLimits(max, answer.status === 413 ? Math.floor(utf8Length(json ?? this.#batchBody(parts, sentAtNow())) / 2) : Number.MAX_SAFE_INTEGER);
             this.#log?.(`[rivulet] the server refused a batch of ${events.length} events (${answer.status}); sending at most ${max} per request`);
             for (let i = 0; i < events.length; i += max) await this.#deliver(events.slice(i, i + max), parts.slice(i, i + max));
             return;
@@ -521,8 +542,9 @@ export class Tracker {
     }
   }
 
-  #batchBody(parts: string[]): string {
-    return `${this.#batchPrefix}${parts.join(',')}]}`;
+  /** A batch body: the envelope, with `sent_at`, and the events. */
+  #batchBody(parts: string[], sentAt: string): string {
+    return `${this.#batchPrefix}${JSON.stringify(sentAt)},"events":[${parts.join(',')}]}`;
   }
 
   /** gzips a batch body when it is big enough and the runtime can. Never rejects. */

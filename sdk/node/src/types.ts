@@ -30,8 +30,10 @@ export interface Payload {
   event_id?: string | undefined;
   /**
    * When the event happened: a Date, an RFC 3339 string (`2026-01-02T03:04:05.678Z`) or
-   * epoch milliseconds. Default: the time of the call. The server uses it when it lies
-   * within 7 days before and 10 minutes after it receives the event, else the receive time.
+   * epoch milliseconds. Default: the time of the call. Every request also says when it was
+   * sent (`sent_at`, this clock), and the server stores the event at its receive time −
+   * (sent_at − timestamp), correcting for a wrong clock: within 7 days before and 23 hours
+   * after it receives the event, else at the receive time.
    */
   timestamp?: Date | string | number | undefined;
 }

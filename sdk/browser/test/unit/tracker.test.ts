@@ -13,17 +13,22 @@ const COMMON_KEYS = [
   'referrer',
   'screenHeight',
   'screenWidth',
+  'sent_at',
   'site_id',
   'type',
 ];
 
 test('a pageview on load, with every common field and nothing else', () => {
   const page = fakeBrowser({ url: 'https://shop.example/products/1?color=red#reviews' });
+  const before = Date.now();
   page.start();
   assert.equal(page.sent.length, 1);
   const [sent] = page.sent;
   assert.equal(sent!.url, 'https://rivulet.example/api/track', 'the same origin and folder as the script');
-  assert.deepEqual(sent!.body, {
+  // sent_at: the browser's clock when it sent the event, epoch ms (ingest measures its skew).
+  const { sent_at, ...fields } = sent!.body;
+  assert.ok(typeof sent_at == 'number' && sent_at >= before && sent_at <= Date.now(), `sent_at ${sent_at}`);
+  assert.deepEqual(fields, {
     site_id: '1',
     type: 'pageview',
     hostname: 'shop.example',

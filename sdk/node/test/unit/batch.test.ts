@@ -141,6 +141,27 @@ describe('batch mode', () => {
     });
   });
 
+  test('a batch body made ahead goes out only while its sent_at is recent', async () => {
+    await withServer(
+      async (req, res, i) => {
+        // The first answer comes late: the next batch, made while it was in flight, is older than 1 s by then.
+        if (i === 0) await sleep(1500);
+        reply(res, 200, acceptAll(req));
+      },
+      async (server) => {
+        const t = batchTracker(server, { flushAt: 500, flushInterval: 60_000 });
+        for (let i = 0; i < 1000; i++) void t.pageview({ pathname: `/${i}` });
+        await t.flush();
+        assert.equal(server.requests.length, 2);
+        const [first, second] = server.requests;
+        assert.equal(second!.json.events.length, 500);
+        const sent = Date.parse(second!.json.sent_at);
+        assert.ok(sent >= first!.at + 1000 && sent <= second!.at, `sent_at ${second!.json.sent_at} is the time the second request went out`);
+        await t.shutdown();
+      },
+    );
+  });
+
   test('429/5xx retry the whole batch with the same event_ids', async () => {
     await withServer(
       (req, res, i) => {
@@ -153,7 +174,15 @@ describe('batch mode', () => {
         for (let i = 0; i < 3; i++) await t.pageview();
         await t.flush();
         assert.equal(server.requests.length, 3);
-        assert.equal(new Set(server.requests.map((r) => r.body)).size, 1, 'identical bodies on every attempt');
+        assert.equal(new Set(server.requests.map((r) => JSON.stringify(r.json.events))).size, 1, 'identical events on every attempt (ids and timestamps)');
+        // Each attempt's envelope says when it was sent (the server corrects the clock by it).
+        const sent = server.requests.map((r) => Date.parse(r.json.sent_at));
+        for (const [i, r] of server.requests.entries()) {
+          assert.match(r.json.sent_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+          assert.ok(sent[i]! <= r.at && sent[i]! >= r.at - 1000, `attempt ${i}: sent_at ${r.json.sent_at}, received ${r.at}`);
+          if (i > 0) assert.ok(sent[i]! >= sent[i - 1]!, 'each attempt has its own, later sent_at');
+        }
+        assert.deepEqual(Object.keys(server.requests[0]!.json), ['api_key', 'site_id', 'sent_at', 'events']);
         assert.deepEqual(t.drops, []);
         assert.deepEqual(t.errors, []);
         await t.shutdown();

@@ -55,12 +55,17 @@ describe('wire format of single events', () => {
     assert.equal(req.method, 'POST');
     assert.equal(req.path, '/api/track');
     assert.match(String(req.headers['content-type']), /^application\/json/);
-    const { event_id, timestamp, ...rest } = req.json;
+    const { event_id, timestamp, sent_at, ...rest } = req.json;
     assert.deepEqual(rest, { api_key: API_KEY, site_id: '1', type: 'pageview', ...fullPayload });
     assert.match(event_id, UUID);
     const ts = Date.parse(timestamp);
     assert.equal(new Date(ts).toISOString(), timestamp, 'timestamp is an ISO string');
     assert.ok(ts >= before - 1 && ts <= Date.now() + 1, 'timestamp taken when the call is made');
+    // sent_at: when the request was sent, by the same clock, last in the body.
+    const sent = Date.parse(sent_at);
+    assert.equal(new Date(sent).toISOString(), sent_at, 'sent_at is an ISO string');
+    assert.ok(sent >= ts && sent <= req.at, 'sent_at taken when the request is sent');
+    assert.equal(Object.keys(req.json).at(-1), 'sent_at');
   });
 
   test('custom event: event_name and properties as a JSON string; site_id as given', async () => {
@@ -80,8 +85,8 @@ describe('wire format of single events', () => {
     const t = tracker();
     await t.event('click');
     await t.pageview({ pathname: '/', page_title: undefined, referrer: null as never });
-    assert.deepEqual(Object.keys(server.requests[0]!.json).sort(), ['api_key', 'event_id', 'event_name', 'site_id', 'timestamp', 'type']);
-    assert.deepEqual(Object.keys(server.requests[1]!.json).sort(), ['api_key', 'event_id', 'pathname', 'site_id', 'timestamp', 'type']);
+    assert.deepEqual(Object.keys(server.requests[0]!.json).sort(), ['api_key', 'event_id', 'event_name', 'sent_at', 'site_id', 'timestamp', 'type']);
+    assert.deepEqual(Object.keys(server.requests[1]!.json).sort(), ['api_key', 'event_id', 'pathname', 'sent_at', 'site_id', 'timestamp', 'type']);
   });
 
   test('unknown payload fields are not sent', async () => {

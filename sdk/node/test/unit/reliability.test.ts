@@ -68,13 +68,23 @@ describe('timeouts and retries', () => {
     );
   });
 
-  test('503 is retried and succeeds; the event_id and body are the same on every attempt', async () => {
+  test('503 is retried and succeeds; the event_id and body are the same on every attempt, but for sent_at', async () => {
     await withServer(sequence(503, 503, 503), async (server) => {
       await tracker(server, { maxRetries: 3 }).event('signup', { user_id: 'u1' }, { plan: 'pro' });
       assert.equal(server.requests.length, 4);
       const ids = new Set(server.requests.map((r) => r.json.event_id));
       assert.equal(ids.size, 1, 'one event_id across retries');
-      assert.equal(new Set(server.requests.map((r) => r.body)).size, 1, 'identical bodies, timestamp included');
+      const withoutSentAt = server.requests.map((r) => {
+        const { sent_at: _, ...rest } = r.json;
+        return JSON.stringify(rest);
+      });
+      assert.equal(new Set(withoutSentAt).size, 1, 'identical bodies, timestamp included');
+      // sent_at is each attempt's own time: the server corrects the client's clock by it.
+      const sent = server.requests.map((r) => Date.parse(r.json.sent_at));
+      for (const [i, r] of server.requests.entries()) {
+        assert.ok(sent[i]! <= r.at && sent[i]! >= r.at - 1000, `attempt ${i}: sent_at ${r.json.sent_at}, received ${r.at}`);
+        if (i > 0) assert.ok(sent[i]! >= sent[i - 1]!, `attempt ${i}: a later sent_at`);
+      }
     });
   });
 
