@@ -28,6 +28,19 @@ pub enum AdminError {
     TooManyTries(u64),
     #[error("{0}")]
     Common(#[from] CommonError),
+    /// A Stats API query the engine refused (the field and what is allowed), or could not
+    /// answer.
+    #[error("{0}")]
+    Stats(#[from] rivulet_stats::StatsError),
+    /// ClickHouse stopped a Stats API query at its time limit.
+    #[error("The query took longer than the time it may take: narrow its date range or filters, or retry later.")]
+    QueryTimeout,
+    /// Too many requests with wrong API keys from one address: wait this many seconds.
+    #[error("Too many rejected requests from this address. Retry in {0} s.")]
+    TooManyRejections(u64),
+    /// A Stats API key past its rate limit: retry after this many seconds.
+    #[error("Rate limit exceeded: at most {limit} Stats API queries a minute per key. Retry in {retry_after} s.")]
+    RateLimited { limit: u32, retry_after: u64 },
 }
 
 impl AdminError {
@@ -39,7 +52,13 @@ impl AdminError {
             AdminError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             AdminError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             AdminError::Forbidden(_) => StatusCode::FORBIDDEN,
-            AdminError::TooManyTries(_) => StatusCode::TOO_MANY_REQUESTS,
+            AdminError::TooManyTries(_)
+            | AdminError::TooManyRejections(_)
+            | AdminError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            AdminError::QueryTimeout => StatusCode::SERVICE_UNAVAILABLE,
+            AdminError::Stats(e) => {
+                StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            }
             AdminError::Common(e) => match e {
                 CommonError::Invalid(_) => StatusCode::BAD_REQUEST,
                 CommonError::NotFound(_) => StatusCode::NOT_FOUND,

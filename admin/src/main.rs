@@ -15,6 +15,7 @@ mod install;
 mod ops;
 mod output;
 mod people;
+mod query;
 mod replay;
 
 use clap::{Parser, Subcommand};
@@ -230,6 +231,10 @@ enum SitesCommand {
         /// those a server set with its key) and claim anonymous ids.
         #[arg(long, value_parser = on_off)]
         browser_identify: Option<bool>,
+        /// The IANA time zone its days, weeks and months are counted in by the Stats API
+        /// and the dashboard (`Europe/Berlin`; default UTC).
+        #[arg(long)]
+        timezone: Option<String>,
     },
     /// Delete a site: its events stay, tracking for it stops (404).
     Delete {
@@ -252,6 +257,10 @@ enum KeysCommand {
     Create {
         #[arg(long = "site")]
         site_id: u32,
+        /// What the key may do: `ingest:write` (send events; the default) or `stats:read`
+        /// (read the Stats API); repeat for both.
+        #[arg(long = "scope")]
+        scopes: Vec<String>,
     },
     /// A site's keys: id, prefix, created, revoked. Never the secret.
     List {
@@ -478,6 +487,7 @@ async fn run(command: Command) -> Result<Value, AdminError> {
                 retention_days,
                 browser_path,
                 browser_identify,
+                timezone,
             } => {
                 let changes = rivulet_common::registry::SiteChanges {
                     name,
@@ -486,14 +496,15 @@ async fn run(command: Command) -> Result<Value, AdminError> {
                     retention_days,
                     browser_path,
                     browser_identify,
+                    timezone,
                 };
                 Ok(output::site(&ops.update_site(site_id, &changes).await?))
             }
             SitesCommand::Delete { site_id } => Ok(output::site(&ops.delete_site(site_id).await?)),
         },
         Command::Keys { command } => match command {
-            KeysCommand::Create { site_id } => {
-                let (key, rec) = ops.create_key(site_id).await?;
+            KeysCommand::Create { site_id, scopes } => {
+                let (key, rec) = ops.create_key(site_id, &scopes).await?;
                 Ok(output::new_key(&rec, &key))
             }
             KeysCommand::List { site_id } => {

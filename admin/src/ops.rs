@@ -57,8 +57,12 @@ impl Ops {
     }
 
     /// A new key; the returned `ApiKey` is the only copy of the secret.
-    pub async fn create_key(&self, site_id: u32) -> Result<(ApiKey, KeyRecord), AdminError> {
-        Ok(self.reg.create_key(site_id).await?)
+    pub async fn create_key<S: AsRef<str>>(
+        &self,
+        site_id: u32,
+        scopes: &[S],
+    ) -> Result<(ApiKey, KeyRecord), AdminError> {
+        Ok(self.reg.create_key(site_id, scopes).await?)
     }
 
     pub async fn list_keys(&self, site_id: u32) -> Result<Vec<KeyRecord>, AdminError> {

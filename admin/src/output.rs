@@ -20,6 +20,7 @@ pub fn site(s: &Site) -> Value {
         "retention_days": s.retention_days,
         "browser_path": s.browser_path(),
         "browser_identify": s.browser_identify == 1,
+        "timezone": s.time_zone(),
     })
 }
 
@@ -58,6 +59,7 @@ pub fn key_used(k: &KeyRecord, last_used: Option<u32>) -> Value {
         "last_used_at": last_used.map(rfc3339).unwrap_or(Value::Null),
         "revoked": k.revoked == 1,
         "revoked_at": if k.revoked == 1 { rfc3339(k.revoked_at) } else { Value::Null },
+        "scopes": k.scope_names(),
     })
 }
 

@@ -1,5 +1,6 @@
 //! A limit on the rejections one client address may cause: 401 (a key that is wrong),
-//! 403 (a browser origin a site does not list) and 404 (no such site). Guessing keys or
+//! 403 (a browser origin a site does not list) and 404 (no such site) at ingest; a Stats
+//! API key that is wrong at the dashboard's server. Guessing keys or
 //! site ids costs lookups and tells the guesser something each time; past the limit the
 //! address is answered 429 before anything is looked up (docs/security.md).
 //!
@@ -13,7 +14,7 @@
 //! cost an attacker time without costing Redis a call per rejection). IPv6 addresses are
 //! counted per /64, which one host usually holds whole.
 
-use rivulet_common::client_ip::counted_as;
+use crate::client_ip::counted_as;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;

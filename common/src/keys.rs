@@ -80,6 +80,34 @@ impl fmt::Debug for ApiKey {
     }
 }
 
+/// What a key may do. A key may have several; one recorded before scopes existed (none
+/// listed) is [`INGEST_WRITE`].
+pub const INGEST_WRITE: &str = "ingest:write";
+/// Read a site's statistics (`POST /api/v2/query`).
+pub const STATS_READ: &str = "stats:read";
+/// Every scope, for messages.
+pub const SCOPES: &[&str] = &[INGEST_WRITE, STATS_READ];
+
+/// Scopes as given (`--scope`, the admin API): known names, each once, at least one
+/// (none given: [`INGEST_WRITE`]), in [`SCOPES`]' order.
+pub fn parse_scopes<S: AsRef<str>>(given: &[S]) -> Result<Vec<String>, String> {
+    for s in given {
+        let s = s.as_ref();
+        if !SCOPES.contains(&s) {
+            return Err(format!("{s:?} is not a scope: use {}", SCOPES.join(" or ")));
+        }
+    }
+    let mut scopes: Vec<String> = SCOPES
+        .iter()
+        .filter(|known| given.iter().any(|g| g.as_ref() == **known))
+        .map(|s| s.to_string())
+        .collect();
+    if scopes.is_empty() {
+        scopes.push(INGEST_WRITE.to_string());
+    }
+    Ok(scopes)
+}
+
 /// A public identifier for a key (`key_` + 16 hex), used to list and revoke it.
 pub fn new_key_id() -> String {
     let mut bytes = [0u8; 8];
@@ -95,6 +123,18 @@ pub fn is_key_id(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scopes_are_known_names_in_order_and_default_to_ingest() {
+        assert_eq!(parse_scopes::<&str>(&[]).unwrap(), [INGEST_WRITE]);
+        assert_eq!(
+            parse_scopes(&["stats:read", "ingest:write", "stats:read"]).unwrap(),
+            [INGEST_WRITE, STATS_READ]
+        );
+        assert!(parse_scopes(&["stats:write"])
+            .unwrap_err()
+            .contains("ingest:write or stats:read"));
+    }
 
     #[test]
     fn generated_keys_are_well_formed_and_distinct() {

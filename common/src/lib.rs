@@ -20,6 +20,8 @@ pub mod domain;
 pub mod epoch;
 pub mod error;
 pub mod event;
+#[cfg(feature = "server")]
+pub mod failures;
 pub mod health;
 pub mod kafka;
 pub mod keys;

@@ -132,6 +132,16 @@ pub struct LedgerRow {
     pub added_at_ms: u64,
 }
 
+/// One row of `retention_runs`: when retention pruned a site, up to when, and how many
+/// rows it removed.
+#[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
+pub struct RetentionRun {
+    pub site_id: u32,
+    pub ran_at: u32,
+    pub cutoff: u32,
+    pub rows_removed: u64,
+}
+
 /// The most characters an id to erase may have (the longest id Rivulet stores).
 const MAX_ID_CHARS: usize = 255;
 

@@ -35,9 +35,21 @@ pub struct Site {
     /// 1 when keyless `POST /api/identify` calls are taken from the site's domains (off
     /// unless turned on: a keyless call is anyone who sends the `Origin` header).
     pub browser_identify: u8,
+    /// The IANA time zone its days, weeks and months are counted in (the Stats API, the
+    /// dashboard); empty in rows written before it: UTC.
+    pub timezone: String,
 }
 
 impl Site {
+    /// The site's time zone: `UTC` unless it set one.
+    pub fn time_zone(&self) -> &str {
+        if self.timezone.is_empty() {
+            "UTC"
+        } else {
+            &self.timezone
+        }
+    }
+
     /// Whether the site takes keyless requests from its domains.
     pub fn browser_path(&self) -> bool {
         self.browser_path_off == 0
@@ -65,6 +77,8 @@ pub struct SiteChanges {
     pub browser_path: Option<bool>,
     /// Whether keyless identify calls are taken.
     pub browser_identify: Option<bool>,
+    /// An IANA time zone name (`Europe/Berlin`).
+    pub timezone: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
@@ -80,6 +94,29 @@ pub struct KeyRecord {
     pub revoked_at: u32,
     pub revoked: u8,
     pub version: u64,
+    /// What the key may do (`keys::INGEST_WRITE`, `keys::STATS_READ`); empty in rows
+    /// written before scopes: ingest only.
+    pub scopes: Vec<String>,
+}
+
+impl KeyRecord {
+    /// Whether the key has `scope` (a key of before scopes has `ingest:write` only).
+    pub fn has_scope(&self, scope: &str) -> bool {
+        if self.scopes.is_empty() {
+            scope == crate::keys::INGEST_WRITE
+        } else {
+            self.scopes.iter().any(|s| s == scope)
+        }
+    }
+
+    /// Its scopes, the implicit one of a key of before scopes included.
+    pub fn scope_names(&self) -> Vec<String> {
+        if self.scopes.is_empty() {
+            vec![crate::keys::INGEST_WRITE.to_string()]
+        } else {
+            self.scopes.clone()
+        }
+    }
 }
 
 /// A version that grows with time, so the latest write wins in ReplacingMergeTree.
@@ -106,6 +143,18 @@ fn site_name(name: &str) -> Result<String, CommonError> {
         ));
     }
     Ok(name.to_string())
+}
+
+/// An IANA time zone name (`Europe/Berlin`, `UTC`), as the time zone database this build
+/// carries knows it; returned as given.
+pub fn validate_time_zone(name: &str) -> Result<String, CommonError> {
+    let name = name.trim();
+    match jiff::tz::TimeZone::get(name) {
+        Ok(_) if !name.is_empty() => Ok(name.to_string()),
+        _ => Err(CommonError::Invalid(format!(
+            "{name:?} is not a time zone: give an IANA name such as Europe/Berlin, America/New_York or UTC"
+        ))),
+    }
 }
 
 /// A site's list of domains: each a host name, none twice, at least one, at most
@@ -219,6 +268,9 @@ impl Registry {
         if let Some(on) = changes.browser_identify {
             site.browser_identify = u8::from(on);
         }
+        if let Some(tz) = &changes.timezone {
+            site.timezone = validate_time_zone(tz)?;
+        }
         site.version = next_version();
         self.write_site(&site).await?;
         Ok(site)
@@ -290,8 +342,14 @@ impl Registry {
         Ok(site)
     }
 
-    /// A new key for an existing site. The returned `ApiKey` is the only copy of the secret.
-    pub async fn create_key(&self, site_id: u32) -> Result<(ApiKey, KeyRecord), CommonError> {
+    /// A new key for an existing site, with `scopes` (`keys::parse_scopes`: none given is
+    /// `ingest:write`). The returned `ApiKey` is the only copy of the secret.
+    pub async fn create_key<S: AsRef<str>>(
+        &self,
+        site_id: u32,
+        scopes: &[S],
+    ) -> Result<(ApiKey, KeyRecord), CommonError> {
+        let scopes = crate::keys::parse_scopes(scopes).map_err(CommonError::Invalid)?;
         if self.get_site(site_id).await?.is_none() {
             return Err(CommonError::NotFound(format!(
                 "site {site_id} does not exist"
@@ -307,6 +365,7 @@ impl Registry {
             revoked_at: 0,
             revoked: 0,
             version: next_version(),
+            scopes,
         };
         self.write_key(&rec).await?;
         Ok((key, rec))
@@ -378,6 +437,16 @@ mod tests {
         );
         assert!(l(&[]).is_err());
         assert!(l(&["ok.example", "not a domain"]).is_err());
+    }
+
+    #[test]
+    fn time_zones_are_iana_names() {
+        use super::validate_time_zone as tz;
+        assert_eq!(tz("Europe/Berlin").unwrap(), "Europe/Berlin");
+        assert_eq!(tz(" UTC ").unwrap(), "UTC");
+        for bad in ["", "Mars/Olympus", "+02:00", "Europe/Berlin; DROP"] {
+            assert!(tz(bad).unwrap_err().to_string().contains("IANA"), "{bad}");
+        }
     }
 
     #[test]

@@ -102,10 +102,10 @@ TEXT_ONLY_DIFFERENCES = {}
 
 def normalize(result):
     """A JSONCompact answer as (columns, rows), values compared as the product reads them:
-    64-bit integers (quoted or not, by engine) as numbers; DateTime as epoch seconds (18.16
-    prints the zero DateTime as 0000-00-00 00:00:00, current servers as 1970-01-01
-    00:00:00); a LowCardinality(T) column as T (the client reads both alike, and
-    RowBinary carries the same bytes)."""
+    64-bit integers (quoted or not, by engine) as numbers; DateTime (and a non-null
+    Nullable(DateTime)) as epoch seconds (18.16 prints the zero DateTime as
+    0000-00-00 00:00:00, current servers as 1970-01-01 00:00:00); a LowCardinality(T)
+    column as T (the client reads both alike, and RowBinary carries the same bytes)."""
     doc = json.loads(result)
     meta = []
     for c in doc["meta"]:
@@ -120,7 +120,7 @@ def normalize(result):
         for (name, typ), v in zip(meta, row):
             if typ in ("UInt64", "Int64") and isinstance(v, str):
                 v = int(v)
-            elif typ == "DateTime":
+            elif typ in ("DateTime", "Nullable(DateTime)") and v is not None:
                 if v in ZERO_DATETIME:
                     TEXT_ONLY_DIFFERENCES[v] = TEXT_ONLY_DIFFERENCES.get(v, 0) + 1
                     v = 0
@@ -501,7 +501,8 @@ def _compare_table(sess, rep, db, table, expected, manifest):
     cols = _describe(sess, f"{db}.{table}")
     # Epoch seconds and the UUID's canonical text, as the Rust side's JSON has them.
     select = ", ".join(
-        f"toUInt32({n}) AS {n}" if t == "DateTime" else f"toString({n}) AS {n}" if t == "UUID" else n
+        f"toUInt32({n}) AS {n}" if t in ("DateTime", "Nullable(DateTime)")
+        else f"toString({n}) AS {n}" if t == "UUID" else n
         for n, t in cols
     )
     out = sess.query(

@@ -12,12 +12,12 @@
 //! by two users, traits changed and removed, a retried identify), erasure requests in
 //! every state, and redelivered duplicates.
 
+use rivulet_common::privacy::RetentionRun;
 use rivulet_common::privacy::{IdKind, LedgerRow, Receipt, State, SubjectKind};
 use rivulet_common::registry::{KeyRecord, Site};
 use rivulet_common::schema::events::EventRow;
 use rivulet_common::schema::migrations::{SecretRow, KEY_CACHE_MAC_SECRET};
 use rivulet_common::schema::people::{self, identify_rows, ClaimRow, TraitRow};
-use rivulet_enricher::lifecycle::RetentionRun;
 use uuid::Uuid;
 
 /// A fixed "now" (2026-01-01T00:00:00Z), for data that must be the same on every run
@@ -155,6 +155,11 @@ fn registry(rng: &mut Rng, now: u32) -> (Vec<Site>, Vec<KeyRecord>) {
         retention_days: if site_id == 3 { 400 } else { 0 },
         browser_path_off: u8::from(site_id == 3),
         browser_identify: u8::from(site_id == 1),
+        timezone: if site_id == 2 {
+            "Europe/Berlin".into()
+        } else {
+            String::new()
+        },
     };
     let mut renamed = site(
         2,
@@ -193,6 +198,11 @@ fn registry(rng: &mut Rng, now: u32) -> (Vec<Site>, Vec<KeyRecord>) {
             revoked_at: 0,
             revoked: 0,
             version,
+            scopes: if site_id == 2 {
+                vec!["ingest:write".into(), "stats:read".into()]
+            } else {
+                Vec::new()
+            },
         }
     };
     let k1 = key(1, created + 1, 2_000_001);
@@ -557,6 +567,20 @@ pub fn event(rng: &mut Rng, site_id: u32, timestamp: u32, users: u64) -> EventRo
         (u64::from(timestamp) << 16) | 0x7000 | rng.below(0x1000),
         0x8000_0000_0000_0000 | (rng.next_u64() >> 2),
     );
+    // The client's own times (migration 9): on a third of the events, as an SDK that
+    // queued them sends them, by a clock up to a day off either way (ingest corrected
+    // `timestamp`); a few sent a timestamp without sent_at; NULL on the rest.
+    let (client_timestamp, sent_at) = match rng.below(12) {
+        0..=3 => {
+            let skew = rng.below(2 * 86_400) as i64 - 86_400;
+            let queued = rng.below(3600) as i64;
+            let clock = |t: i64| u32::try_from(t + skew).ok();
+            let happened = i64::from(timestamp) - queued;
+            (clock(happened), clock(i64::from(timestamp)))
+        }
+        4 => (Some(timestamp), None),
+        _ => (None, None),
+    };
     EventRow {
         event_id,
         site_id,
@@ -618,6 +642,8 @@ pub fn event(rng: &mut Rng, site_id: u32, timestamp: u32, users: u64) -> EventRo
         inp,
         fcp,
         ttfb,
+        client_timestamp,
+        sent_at,
     }
 }
 
@@ -1097,6 +1123,11 @@ mod tests {
             assert!(e.iter().any(|r| r.event_type == t), "{t}");
         }
         assert!(e.iter().any(|r| r.lcp.is_some() && r.inp.is_none()));
+        assert!(e.iter().any(|r| r.sent_at.is_some()));
+        assert!(e
+            .iter()
+            .any(|r| r.client_timestamp.is_some() && r.sent_at.is_none()));
+        assert!(e.iter().any(|r| r.client_timestamp.is_none()));
         assert!(e.iter().any(|r| !r.app_version.is_empty()));
 
         // The tables of migrations 3, 6 and 7 have rows, the same every time.

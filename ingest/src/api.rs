@@ -20,6 +20,9 @@ pub enum IngestError {
     InvalidKey,
     #[error("Site not found")]
     SiteNotFound,
+    /// A good key without the scope `ingest:write` (a Stats API key).
+    #[error("This API key may not send events: it has the scope stats:read only; send events with a key of scope ingest:write")]
+    KeyCannotIngest,
     #[error("Rate limit exceeded. Maximum {0} requests per second per API key.")]
     RateLimited(u32),
     /// A key's budget of events (`EVENT_RATE_LIMIT_PER_SECOND`), which batches draw on.
@@ -79,6 +82,7 @@ impl IngestError {
             IngestError::InvalidJson(_) | IngestError::InvalidPayload(_) => StatusCode::BAD_REQUEST,
             IngestError::InvalidKey => StatusCode::UNAUTHORIZED,
             IngestError::OriginNotAllowed
+            | IngestError::KeyCannotIngest
             | IngestError::BrowserPathOff
             | IngestError::BrowserIdentifyOff => StatusCode::FORBIDDEN,
             IngestError::SiteNotFound | IngestError::NoRoute => StatusCode::NOT_FOUND,
@@ -101,6 +105,7 @@ impl IngestError {
             IngestError::InvalidPayload(_) => "invalid_payload",
             IngestError::InvalidKey => "invalid_key",
             IngestError::SiteNotFound => "site_not_found",
+            IngestError::KeyCannotIngest => "key_cannot_ingest",
             IngestError::RateLimited(_) => "rate_limited",
             IngestError::EventsRateLimited(_) => "events_rate_limited",
             IngestError::BrowserRateLimited(_) => "browser_rate_limited",

@@ -42,6 +42,9 @@ pub struct KeyInfo {
     /// Shared: every request of the key gets a copy of its info.
     pub key_id: Arc<str>,
     pub site_id: u32,
+    /// Whether the key may send events (scope `ingest:write`); a key that may only read
+    /// statistics is answered 403 here.
+    pub ingest: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -224,7 +227,8 @@ impl Auth {
         let info = self.key(&digest).await?.ok_or(IngestError::InvalidKey)?;
         if info.site_id == site_id {
             return match self.own_site(site_id).await? {
-                true => Ok(info),
+                true if info.ingest => Ok(info),
+                true => Err(IngestError::KeyCannotIngest),
                 false => Err(IngestError::SiteNotFound),
             };
         }
@@ -337,6 +341,7 @@ impl Auth {
         };
         let found = match self.registry.find_key_by_hash(hash).await {
             Ok(rec) => rec.filter(|r| r.revoked == 0).map(|r| KeyInfo {
+                ingest: r.has_scope(rivulet_common::keys::INGEST_WRITE),
                 key_id: r.key_id.into(),
                 site_id: r.site_id,
             }),
@@ -347,7 +352,7 @@ impl Auth {
         };
         count(Layer::Registry, found.is_some());
         let (value, ttl) = match &found {
-            Some(k) => (format!("k:{}:{}", k.site_id, k.key_id), self.ttl.redis_secs),
+            Some(k) => (encode_key(k), self.ttl.redis_secs),
             None => ("-".to_string(), self.ttl.negative_secs),
         };
         if self.epoch.load(Ordering::SeqCst) == epoch {
@@ -548,12 +553,24 @@ impl Drop for InflightGuard<'_> {
 }
 
 /// `k:<site_id>:<key_id>` → the key's info.
+/// A key's cached value: `k:<site>:<key id>` for a key that may send events, `r:…` for
+/// one that may only read statistics.
+fn encode_key(k: &KeyInfo) -> String {
+    let kind = if k.ingest { 'k' } else { 'r' };
+    format!("{kind}:{}:{}", k.site_id, k.key_id)
+}
+
 fn decode_key(s: &str) -> Option<KeyInfo> {
-    let rest = s.strip_prefix("k:")?;
+    let (ingest, rest) = match s.split_at_checked(2)? {
+        ("k:", rest) => (true, rest),
+        ("r:", rest) => (false, rest),
+        _ => return None,
+    };
     let (site, key_id) = rest.split_once(':')?;
     Some(KeyInfo {
         key_id: key_id.into(),
         site_id: site.parse().ok()?,
+        ingest,
     })
 }
 
@@ -567,9 +584,16 @@ mod tests {
             decode_key("k:7:key_0011223344556677"),
             Some(KeyInfo {
                 key_id: "key_0011223344556677".into(),
-                site_id: 7
+                site_id: 7,
+                ingest: true,
             })
         );
+        let read_only = KeyInfo {
+            key_id: "key_0011223344556677".into(),
+            site_id: 7,
+            ingest: false,
+        };
+        assert_eq!(decode_key(&encode_key(&read_only)), Some(read_only));
         assert_eq!(decode_key("-"), None);
         assert_eq!(decode_key("k:x:y"), None);
     }

@@ -11,10 +11,12 @@ pub mod asset;
 #[cfg(feature = "service")]
 pub mod auth;
 #[cfg(feature = "service")]
+pub mod clock;
+#[cfg(feature = "service")]
 pub mod config;
 pub mod event;
 #[cfg(feature = "service")]
-pub mod failures;
+pub use rivulet_common::failures;
 #[cfg(feature = "service")]
 pub mod handlers;
 #[cfg(feature = "service")]

@@ -193,6 +193,11 @@ pub fn key_of(site_id: u32) -> String {
     format!("rb_{site_id:032x}")
 }
 
+/// The site's key that may only read statistics (scope `stats:read`).
+pub fn stats_key_of(site_id: u32) -> String {
+    format!("rb_{:032x}", u128::from(site_id) + (1 << 100))
+}
+
 /// The `key_id` of [`key_of`]`(site_id)`.
 pub fn key_id_of(site_id: u32) -> String {
     format!("key_{site_id:016x}")
@@ -214,7 +219,8 @@ impl KeyCheck for Keys {
         let info = self.keys.get(key).ok_or(IngestError::InvalidKey)?;
         match (info.site_id == site_id, self.site(site_id)?) {
             (_, None) => Err(IngestError::SiteNotFound),
-            (true, Some(_)) => Ok(info.clone()),
+            (true, Some(_)) if info.ingest => Ok(info.clone()),
+            (true, Some(_)) => Err(IngestError::KeyCannotIngest),
             (false, Some(_)) => Err(IngestError::InvalidKey),
         }
     }
@@ -408,9 +414,18 @@ impl Builder {
                 let info = KeyInfo {
                     key_id: key_id_of(s.site_id).into(),
                     site_id: s.site_id,
+                    ingest: true,
                 };
                 (key_of(s.site_id), info)
             })
+            .chain(self.sites.iter().map(|s| {
+                let info = KeyInfo {
+                    key_id: format!("key_{:016x}", u64::from(s.site_id) + (1 << 40)).into(),
+                    site_id: s.site_id,
+                    ingest: false,
+                };
+                (stats_key_of(s.site_id), info)
+            }))
             .collect();
         let cfg = self.cfg;
         let redis = Arc::new(RedisLink::new(&cfg.redis_url).expect("a Redis URL"));

@@ -260,7 +260,12 @@ impl<'a> Builder<'a> {
                     TimeGrain::Auto => auto_bucket(self.spec.range),
                 };
                 match bucket {
-                    Bucket::Hour => sql(&format!("toString(toStartOfHour(timestamp, {tz}), {tz})")),
+                    // Not `toString`: ClickHouse takes it as injective and groups by the
+                    // instant under it, so the hour that summer time gives back (two
+                    // instants, one local label) would be two rows.
+                    Bucket::Hour => sql(&format!(
+                        "formatDateTime(toStartOfHour(timestamp, {tz}), '%Y-%m-%d %H:00:00', {tz})"
+                    )),
                     Bucket::Day => sql(&format!("toString(toDate(timestamp, {tz}))")),
                     Bucket::Week => sql(&format!(
                         "toString(greatest(toMonday(toDate(timestamp, {tz})), toDate({})))",
@@ -629,8 +634,8 @@ mod tests {
                  SELECT event_id, type, user_id, session_id, \
                  if(match(user_id, '^[0-9a-f]{{32}}$'), owner, user_id) AS person FROM (\
                  SELECT event_id, type, user_id, session_id, anonymous_id FROM events WHERE {MARCH}) AS ev \
-                 ANY LEFT JOIN (SELECT anonymous_id, argMin(user_id, (claimed_at_ms, user_id)) AS owner \
-                 FROM person_aliases WHERE site_id = 1 AND anonymous_id != '' GROUP BY anonymous_id) AS own \
+                 ANY LEFT JOIN (SELECT anonymous_id, argMax(user_id, (rank, user_id)) AS owner \
+                 FROM person_claims WHERE site_id = 1 AND anonymous_id != '' GROUP BY anonymous_id) AS own \
                  USING anonymous_id)) ORDER BY users DESC LIMIT 0, 10000"
             )
         );
@@ -749,7 +754,7 @@ mod tests {
         let tz = "'America/New_York'";
         assert_eq!(
             expr("time:hour", json!("day")),
-            format!("toString(toStartOfHour(timestamp, {tz}), {tz})")
+            format!("formatDateTime(toStartOfHour(timestamp, {tz}), '%Y-%m-%d %H:00:00', {tz})")
         );
         assert_eq!(
             expr("time:day", json!("7d")),

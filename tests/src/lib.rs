@@ -15,6 +15,7 @@ pub mod data;
 pub mod kafka;
 pub mod lifecycle;
 pub mod openapi;
+pub mod partitions;
 pub mod raw;
 pub mod retry;
 pub mod scratch;
@@ -195,7 +196,7 @@ pub async fn site_with_key() -> (u32, String) {
         )
         .await
         .unwrap();
-    let (key, _) = reg.create_key(site.site_id).await.unwrap();
+    let (key, _) = reg.create_key::<&str>(site.site_id, &[]).await.unwrap();
     (site.site_id, key.reveal().to_string())
 }
 

@@ -742,7 +742,7 @@ pub async fn load(db: &Db, ds: &Dataset) {
     }
     for data in [first, again] {
         if !data.is_empty() {
-            rivulet_enricher::insert::insert_row_binary(db, &[bytes::Bytes::from(data)])
+            rivulet_enrichment::insert::insert_row_binary(db, &[bytes::Bytes::from(data)])
                 .await
                 .expect("insert the dataset's events");
         }

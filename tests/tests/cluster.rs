@@ -158,7 +158,7 @@ async fn insert(db: &rivulet_common::ch::Db, rows: &[EventRow]) {
     for r in rows {
         r.write_row_binary(&mut data);
     }
-    rivulet_enricher::insert::insert_row_binary(db, &[bytes::Bytes::from(data)])
+    rivulet_enrichment::insert::insert_row_binary(db, &[bytes::Bytes::from(data)])
         .await
         .expect("insert");
 }

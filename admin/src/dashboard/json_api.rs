@@ -57,6 +57,8 @@ pub struct SitePatch {
     browser_path: Option<bool>,
     /// Whether keyless identify calls are taken.
     browser_identify: Option<bool>,
+    /// An IANA time zone name.
+    timezone: Option<String>,
 }
 
 pub async fn update_site(
@@ -71,6 +73,7 @@ pub async fn update_site(
         retention_days: p.retention_days,
         browser_path: p.browser_path,
         browser_identify: p.browser_identify,
+        timezone: p.timezone,
     };
     // Nothing to change: the site as it is, without writing a new version.
     if changes == SiteChanges::default() {
@@ -101,11 +104,28 @@ pub async fn list_keys(
     )))
 }
 
+/// `POST /api/sites/{id}/keys`, with an optional body `{"scopes": [...]}` (none:
+/// `ingest:write`).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct NewKey {
+    #[serde(default)]
+    scopes: Vec<String>,
+}
+
 pub async fn create_key(
     State(st): State<AppState>,
     Path(site_id): Path<u32>,
+    body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    let (key, rec) = st.ops.create_key(site_id).await?;
+    let scopes = if body.iter().all(u8::is_ascii_whitespace) {
+        Vec::new()
+    } else {
+        serde_json::from_slice::<NewKey>(&body)
+            .map_err(|e| AdminError::Usage(format!("the body must be {{\"scopes\": [...]}}: {e}")))?
+            .scopes
+    };
+    let (key, rec) = st.ops.create_key(site_id, &scopes).await?;
     Ok((StatusCode::CREATED, Json(output::new_key(&rec, &key))).into_response())
 }
 

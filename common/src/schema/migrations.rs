@@ -53,6 +53,14 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 7,
         name: "trust: the browser path's switches; claims and traits ranked by trust",
     },
+    Migration {
+        version: 8,
+        name: "read the data: a site's time zone; API key scopes",
+    },
+    Migration {
+        version: 9,
+        name: "events: the client's timestamp and sent_at",
+    },
 ];
 
 const SITES_COLUMNS: &str = "(
@@ -119,6 +127,11 @@ const PERSON_TRAITS_COLUMNS: &str = "(
 /// turned on).
 const SITES_TRUST_COLUMNS: &[(&str, &str)] =
     &[("browser_path_off", "UInt8"), ("browser_identify", "UInt8")];
+
+/// Migration 8: a site's IANA time zone (empty: UTC), and what a key may do (empty: the
+/// one scope of keys before scopes, `ingest:write`).
+const SITES_TIME_ZONE_COLUMNS: &[(&str, &str)] = &[("timezone", "String")];
+const API_KEYS_SCOPE_COLUMNS: &[(&str, &str)] = &[("scopes", "Array(String)")];
 
 /// Migration 7. Every claim of an anonymous id, one row per (anonymous id, user), the
 /// strongest claim of each pair kept (`people::claim_rank`).
@@ -278,7 +291,7 @@ pub fn statements_for(version: u32, topology: &Topology, variant: SchemaVariant)
             ));
             all
         }
-        4 => events::add_column_statements(topology, variant),
+        4 => events::add_column_statements(4, topology, variant),
         5 => vec![
             registry_table(
                 topology,
@@ -344,6 +357,12 @@ pub fn statements_for(version: u32, topology: &Topology, variant: SchemaVariant)
             }
             all
         }
+        8 => {
+            let mut all = add_columns(topology, "sites", SITES_TIME_ZONE_COLUMNS);
+            all.extend(add_columns(topology, "api_keys", API_KEYS_SCOPE_COLUMNS));
+            all
+        }
+        9 => events::add_column_statements(9, topology, variant),
         other => panic!("no migration {other}"),
     }
 }
@@ -509,10 +528,10 @@ mod tests {
             name: "rivulet".into(),
         });
         assert_eq!(
-            single.len() + 1 + 2,
+            single.len() + 1 + 2 + 2,
             cluster.len(),
-            "events adds its local table; migration 4 alters the local tables and makes the \
-             Distributed table again (a DROP and a CREATE)"
+            "events adds its local table; migrations 4 and 9 alter the local tables and make \
+             the Distributed table again (a DROP and a CREATE each)"
         );
         // Migration 7's copies insert into tables replicated to every server: one
         // insert reaches them all.

@@ -14,21 +14,21 @@ pub const APPLIED_MIGRATIONS: &str =
 // latest version. Columns are listed in the order of `registry::Site` and `KeyRecord`.
 pub const SITES_MAX_ID: &str = "SELECT max(site_id) FROM sites";
 pub const SITES_ACTIVE: &str = "SELECT site_id, domain, name, created_at, deleted, version, \
-     domains, allow_subdomains, retention_days, browser_path_off, browser_identify FROM sites FINAL WHERE deleted = 0 ORDER BY site_id";
+     domains, allow_subdomains, retention_days, browser_path_off, browser_identify, timezone FROM sites FINAL WHERE deleted = 0 ORDER BY site_id";
 /// Every site, deleted ones too (retention: a deleted site's events stay, so a month it
 /// may have rows in is not dropped whole unless its own retention has expired it).
 pub const SITES_ALL: &str = "SELECT site_id, domain, name, created_at, deleted, version, \
-     domains, allow_subdomains, retention_days, browser_path_off, browser_identify FROM sites FINAL ORDER BY site_id";
+     domains, allow_subdomains, retention_days, browser_path_off, browser_identify, timezone FROM sites FINAL ORDER BY site_id";
 pub const SITE_BY_ID: &str = "SELECT site_id, domain, name, created_at, deleted, version, \
-     domains, allow_subdomains, retention_days, browser_path_off, browser_identify FROM sites FINAL WHERE site_id = ? AND deleted = 0";
+     domains, allow_subdomains, retention_days, browser_path_off, browser_identify, timezone FROM sites FINAL WHERE site_id = ? AND deleted = 0";
 pub const KEYS_OF_SITE: &str =
-    "SELECT key_hash, key_id, key_prefix, site_id, created_at, revoked_at, revoked, version \
+    "SELECT key_hash, key_id, key_prefix, site_id, created_at, revoked_at, revoked, version, scopes \
      FROM api_keys FINAL WHERE site_id = ? ORDER BY created_at, key_id";
 pub const KEY_BY_HASH: &str =
-    "SELECT key_hash, key_id, key_prefix, site_id, created_at, revoked_at, revoked, version \
+    "SELECT key_hash, key_id, key_prefix, site_id, created_at, revoked_at, revoked, version, scopes \
      FROM api_keys FINAL WHERE key_hash = ?";
 pub const KEY_BY_ID: &str =
-    "SELECT key_hash, key_id, key_prefix, site_id, created_at, revoked_at, revoked, version \
+    "SELECT key_hash, key_id, key_prefix, site_id, created_at, revoked_at, revoked, version, scopes \
      FROM api_keys FINAL WHERE key_id = ?";
 
 /// A shared secret (`migrations::ensure_secret`): the smallest value of the name wins, so
@@ -247,7 +247,7 @@ pub const REPLAY_STORED_ROWS: &str =
      pathname, querystring, page_title, referrer, channel, user_id, session_id, language, \
      screen_width, screen_height, country, region, city, lat, lon, browser, browser_version, \
      operating_system, operating_system_version, device_type, is_bot, ip, anonymous_id, tag, \
-     app_version, device_model, feature_flags, lcp, cls, inp, fcp, ttfb \
+     app_version, device_model, feature_flags, lcp, cls, inp, fcp, ttfb, client_timestamp, sent_at \
      FROM events FINAL WHERE site_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?)";
 
 /// `rivulet-admin replay --optimize`, on a single server: merge one month (`{partition}`,

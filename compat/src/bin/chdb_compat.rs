@@ -29,6 +29,7 @@ use bytes::Bytes;
 use clickhouse::Row;
 use rivulet_common::ch::{ChConfig, Db};
 use rivulet_common::clickhouse_versions::{self, ServerVersion};
+use rivulet_common::privacy::RetentionRun;
 use rivulet_common::privacy::{self, LedgerRow, Receipt};
 use rivulet_common::registry::{KeyRecord, Registry, Site};
 use rivulet_common::schema::events::{self, EventRow};
@@ -36,7 +37,6 @@ use rivulet_common::schema::migrations::SecretRow;
 use rivulet_common::schema::people::{self, ClaimRow, TraitRow};
 use rivulet_common::schema::{migrations, queries, SchemaVariant, Topology};
 use rivulet_compat::{self as compat, BindValue, Dataset};
-use rivulet_enricher::lifecycle::RetentionRun;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -431,7 +431,7 @@ async fn load(
             .step_by(64 * 1024 + 7)
             .map(|start| encoded.slice(start..(start + 64 * 1024 + 7).min(encoded.len())))
             .collect();
-        rivulet_enricher::insert::insert_row_binary(&db, &chunks)
+        rivulet_enrichment::insert::insert_row_binary(&db, &chunks)
             .await
             .map_err(|e| format!("insert events: {e}"))?;
     }

@@ -7,6 +7,7 @@
 
 mod bad_input;
 mod browser;
+mod client_time;
 mod contract;
 mod documents;
 mod identify;

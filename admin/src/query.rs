@@ -1,0 +1,100 @@
+//! Runs the Stats API's query engine (`rivulet-stats`) against ClickHouse: a request, for
+//! a site, becomes the engine's plan, its statements are sent, and their rows become the
+//! answer. The JSON API (`POST /api/v2/query`) and the dashboard both read through it, so
+//! a figure the dashboard shows is the one the API answers.
+
+use crate::error::AdminError;
+use rivulet_common::ch::Db;
+use rivulet_common::registry::Site;
+use rivulet_stats::{
+    decode_count, decode_rows, first_event_statement, FirstEvent, Planner, QueryRows, Request,
+    Response, SiteContext, Statement,
+};
+
+/// The engine and the database it reads.
+#[derive(Clone)]
+pub struct Stats {
+    db: Db,
+    planner: Planner,
+}
+
+impl Stats {
+    pub fn new(db: Db, max_execution_secs: u64) -> Self {
+        Stats {
+            db,
+            planner: Planner::default().with_max_execution_time(max_execution_secs),
+        }
+    }
+
+    /// The answer to `request` for `site`, as of `now` (epoch seconds).
+    pub async fn query(
+        &self,
+        request: &Request,
+        site: &Site,
+        now: i64,
+    ) -> Result<Response, AdminError> {
+        let first_event = if request.needs_first_event() {
+            let body = self.run(&first_event_statement(site.site_id)).await?;
+            let first = decode_count(&first_event_statement(site.site_id), &body)?;
+            FirstEvent::from_epoch(first)
+        } else {
+            FirstEvent::NotLoaded
+        };
+        let context = SiteContext {
+            site_id: site.site_id,
+            time_zone: site.time_zone().to_string(),
+            first_event,
+        };
+        let plan = self.planner.plan(request, &context, now)?;
+        let main = decode_rows(plan.main(), &self.run(plan.main()).await?)?;
+        let total_rows = match plan.total_rows() {
+            Some(s) => Some(decode_count(s, &self.run(s).await?)?),
+            None => None,
+        };
+        let comparison = match plan.comparison(&main) {
+            Some(s) => Some(decode_rows(&s, &self.run(&s).await?)?),
+            None => None,
+        };
+        Ok(rivulet_stats::respond(
+            &plan,
+            &QueryRows {
+                main,
+                total_rows,
+                comparison,
+            },
+        )?)
+    }
+
+    /// One statement's rows, as `JSONEachRow`.
+    async fn run(&self, statement: &Statement) -> Result<bytes::Bytes, AdminError> {
+        let mut q = self.db.client.query(&statement.sql);
+        for b in &statement.binds {
+            q = q.bind(b);
+        }
+        for (name, value) in &statement.settings {
+            q = q.with_setting(*name, value.clone());
+        }
+        let started = std::time::Instant::now();
+        let result = async { q.fetch_bytes("JSONEachRow")?.collect().await }.await;
+        tracing::debug!(
+            statement = statement.name,
+            ms = started.elapsed().as_millis() as u64,
+            "stats statement"
+        );
+        result.map_err(|e| {
+            if is_timeout(&e) {
+                AdminError::QueryTimeout
+            } else {
+                tracing::warn!(error = %e, statement = statement.name, "a Stats API statement failed");
+                AdminError::Unavailable(format!("ClickHouse ({e})"))
+            }
+        })
+    }
+}
+
+/// ClickHouse stopped the statement at its `max_execution_time`.
+fn is_timeout(e: &clickhouse::error::Error) -> bool {
+    let text = e.to_string();
+    text.contains(&format!("Code: {}", rivulet_stats::sql::TIMEOUT_EXCEEDED))
+        || text.contains("TIMEOUT_EXCEEDED")
+}
