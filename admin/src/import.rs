@@ -21,7 +21,7 @@
 use crate::error::AdminError;
 use crate::import_producer::{ImportProducer, Settled};
 use rivulet_common::event::{EventType, Preset, RawEvent, Vitals, RAW_EVENT_VERSION};
-use rivulet_enricher::ledger::{EventIds, Ledger};
+use rivulet_enrichment::ledger::{EventIds, Ledger};
 use rivulet_import::{Format, ImportedEvent, Reader, RowError, SkipKind};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -121,6 +121,9 @@ pub fn raw_event(site_id: u32, format: Format, ev: ImportedEvent, now_ms: i64) -
         event_type: EventType::parse(&ev.event_type).unwrap_or_default(),
         timestamp: ev.timestamp_ms,
         received_at: p.received_at_ms.unwrap_or(now_ms),
+        // The source's time is the event's; no client clock to correct or keep.
+        client_timestamp: None,
+        sent_at: None,
         ip: ev.ip.unwrap_or_default(),
         user_agent: ev.user_agent.unwrap_or_default(),
         event_name: ev.event_name,
@@ -176,11 +179,12 @@ fn write_progress(path: &Path, p: &Progress) -> Result<(), AdminError> {
 }
 
 pub async fn import(req: Request) -> Result<Value, AdminError> {
-    let cfg = rivulet_enricher::config::EnricherConfig::from_env()
-        .map_err(|e| AdminError::Usage(e.to_string()))?;
-    let db = cfg.clickhouse.connect().await.map_err(|e| {
-        AdminError::Unavailable(format!("ClickHouse at {}: {e}", cfg.clickhouse.url))
-    })?;
+    let clickhouse = rivulet_common::ch::ChConfig::from_env()?;
+    let brokers = rivulet_common::kafka::brokers();
+    let db = clickhouse
+        .connect()
+        .await
+        .map_err(|e| AdminError::Unavailable(format!("ClickHouse at {}: {e}", clickhouse.url)))?;
     if rivulet_common::registry::Registry::new(db.clone())
         .get_site(req.site_id)
         .await?
@@ -256,7 +260,7 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
     let topic = cfg_topic();
     let mut producer = {
         let mut c = rivulet_common::kafka::base_config();
-        c.set("bootstrap.servers", &cfg.brokers)
+        c.set("bootstrap.servers", &brokers)
             .set("client.id", "rivulet-import")
             .set("enable.idempotence", "true")
             .set("acks", "all")
@@ -513,7 +517,7 @@ mod tests {
     /// The preset's channels are the enricher's: an exported channel imports again.
     #[test]
     fn the_contracts_channels_are_the_enrichers() {
-        use rivulet_enricher::channel::Channel::*;
+        use rivulet_enrichment::channel::Channel::*;
         let enricher = [
             Direct,
             OrganicSearch,

@@ -4,16 +4,17 @@
 //!
 //! The file is fetched (a path, or an `http(s)://` URL) into a temporary file beside the
 //! target, flushed to disk, and loaded with the enricher's own code
-//! (`rivulet_enricher::device::DeviceParser`, `rivulet_enricher::geo::GeoDb`), which
-//! must then answer the known cases of `rivulet_enricher::checks`. Only then is it
+//! (`rivulet_enrichment::device::DeviceParser`, `rivulet_enrichment::geo::GeoDb`), which
+//! must then answer the known cases of `rivulet_enrichment::checks`. Only then is it
 //! renamed over the target (atomic on one file system; the directory is flushed too).
 //! A refused file is deleted and the target is untouched. Running enrichers see the new
 //! file at their next check (`ENRICHER_RELOAD_CHECK_MS`) or on SIGHUP.
 
 use crate::error::AdminError;
-use rivulet_enricher::checks;
-use rivulet_enricher::device::DeviceParser;
-use rivulet_enricher::geo::GeoDb;
+use rivulet_enrichment::checks;
+use rivulet_enrichment::device::DeviceParser;
+use rivulet_enrichment::geo::GeoDb;
+use rivulet_enrichment::EnrichmentConfig;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::fs::File;
@@ -53,8 +54,7 @@ pub struct Request {
 const MAX_DOWNLOAD_BYTES: u64 = 4 << 30;
 
 pub async fn install(req: Request) -> Result<Value, AdminError> {
-    let cfg = rivulet_enricher::config::EnricherConfig::from_env()
-        .map_err(|e| AdminError::Usage(e.to_string()))?;
+    let cfg = EnrichmentConfig::from_env()?;
     let (target, companions) = match req.kind {
         Kind::UaRules => (req.to.clone().unwrap_or(cfg.ua_regexes), Vec::new()),
         Kind::Geo => geo_target(req.to.as_deref(), &cfg.geoip)?,
@@ -162,7 +162,7 @@ pub async fn install(req: Request) -> Result<Value, AdminError> {
     if req.kind == Kind::UaRules {
         let revision = req.revision.clone().or_else(|| {
             (!is_url(&req.source))
-                .then(|| rivulet_enricher::data::revision_beside(Path::new(&req.source)))
+                .then(|| rivulet_enrichment::data::revision_beside(Path::new(&req.source)))
                 .flatten()
         });
         out["revision"] = json!(write_revision(&target, revision.as_deref())?);

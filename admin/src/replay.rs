@@ -6,13 +6,14 @@
 //!   offsets are untouched. Each partition is read from the first message at or after
 //!   `--since` (Kafka's `offsets_for_times`) to the first one a minute after `--until`;
 //!   events are then selected by the time ingest received them (`received_at`).
-//! - Each event is enriched by `rivulet_enricher::enrich::Enrichers::enrich`, the
-//!   enricher's own code, with `UA_REGEXES`, `GEOIP_DB` and the other enricher settings.
+//! - Each event is enriched by `rivulet_enrichment::enrich::Enrichers::enrich`, the
+//!   enricher's own code, with `UA_REGEXES`, `GEOIP_DB` and the other enrichment settings
+//!   (`EnrichmentConfig`: the enricher's service settings are not read).
 //! - Its stored row is read from ClickHouse (`FINAL`). The new row keeps the stored
 //!   `user_id`, `session_id` and `ip` (a replay that starts mid-session could not
 //!   recompute a session id, and `ip` follows the `STORE_IP` of the time it was stored);
 //!   every other column is recomputed. Only rows that differ are written, with the same
-//!   insert as the enricher (`rivulet_enricher::insert::insert_row_binary`, with the
+//!   insert as the enricher (`rivulet_enrichment::insert::insert_row_binary`, with the
 //!   cluster's quorum settings). A new row has the same `(site_id, timestamp, event_id)`
 //!   as the stored one, so `ReplacingMergeTree` keeps the newer: counts do not change.
 //! - Events not in ClickHouse (the enricher has not written them yet) are left alone,
@@ -24,15 +25,17 @@ use bytes::Bytes;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
+use rivulet_common::ch::ChConfig;
 use rivulet_common::ch::Db;
 use rivulet_common::event::RawEvent;
 use rivulet_common::schema::events::EventRow;
 use rivulet_common::schema::queries;
-use rivulet_enricher::config::EnricherConfig;
-use rivulet_enricher::data::EnrichmentData;
-use rivulet_enricher::enrich::Enrichers;
-use rivulet_enricher::ledger::{EventIds, Ledger};
-use rivulet_enricher::session::SessionTracker;
+use rivulet_enrichment::data::EnrichmentData;
+use rivulet_enrichment::enrich::Enrichers;
+use rivulet_enrichment::ledger::{EventIds, Ledger};
+use rivulet_enrichment::message::{decode, Message as Decoded};
+use rivulet_enrichment::session::SessionTracker;
+use rivulet_enrichment::EnrichmentConfig;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -86,7 +89,7 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
         ));
     }
     let started = Instant::now();
-    let cfg = EnricherConfig::from_env().map_err(|e| AdminError::Usage(e.to_string()))?;
+    let cfg = Settings::from_env()?;
     let db = cfg.clickhouse.connect().await.map_err(|e| {
         AdminError::Unavailable(format!("ClickHouse at {}: {e}", cfg.clickhouse.url))
     })?;
@@ -100,14 +103,14 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
         .refresh(&db)
         .await
         .map_err(|e| AdminError::Unavailable(format!("the erasure ledger in ClickHouse: {e}")))?;
-    let data = EnrichmentData::load(cfg.data())
+    let data = EnrichmentData::load(cfg.enrichment.clone())
         .map_err(|e| AdminError::Usage(format!("cannot load the enrichment data: {e}")))?;
     let enrichers = data.current();
     let rules = data.ua_rules();
     let geo = data.geo();
     eprintln!(
         "replay: user-agent rules {} (revision {}), geo {}",
-        cfg.ua_regexes.display(),
+        cfg.enrichment.ua_regexes.display(),
         rules.as_ref().map_or("?", |r| r.revision.as_str()),
         enrichers.geo.describe()
     );
@@ -133,7 +136,7 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
     let mut pending: HashMap<i32, i64> = ranges.iter().map(|(p, (_, end))| (*p, *end)).collect();
     // Session ids are recomputed by `enrich` but not kept (the stored ones are), so one
     // tracker serves every partition.
-    let mut sessions = SessionTracker::new(cfg.session_timeout);
+    let mut sessions = SessionTracker::new(cfg.enrichment.session_timeout);
     let mut batch: Vec<RawEvent> = Vec::new();
     let mut last_progress = Instant::now();
     let mut last_message = Instant::now();
@@ -189,10 +192,10 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
                 tally.oldest_message_ms = Some(tally.oldest_message_ms.map_or(ts, |t| t.min(ts)));
             }
         }
-        let raw = match rivulet_enricher::message::decode(msg.payload()) {
-            Ok(rivulet_enricher::message::Message::Event(raw)) => raw,
+        let raw = match decode(msg.payload()) {
+            Ok(Decoded::Event(raw)) => raw,
             // Identify calls change no event: the people they wrote stand.
-            Ok(rivulet_enricher::message::Message::Identify(_)) => continue,
+            Ok(Decoded::Identify(_)) => continue,
             Err(_) => {
                 tally.undecodable += 1;
                 continue;
@@ -310,7 +313,27 @@ fn kafka_error(e: rdkafka::error::KafkaError) -> AdminError {
     AdminError::Unavailable(format!("Kafka ({e})"))
 }
 
-fn consumer(cfg: &EnricherConfig) -> Result<StreamConsumer, AdminError> {
+/// What a replay reads from the environment: the enrichment's settings, ClickHouse, and
+/// where the raw topic is. Nothing of the enricher service's own.
+struct Settings {
+    enrichment: EnrichmentConfig,
+    clickhouse: ChConfig,
+    brokers: String,
+    topic: String,
+}
+
+impl Settings {
+    fn from_env() -> Result<Self, AdminError> {
+        Ok(Settings {
+            enrichment: EnrichmentConfig::from_env()?,
+            clickhouse: ChConfig::from_env()?,
+            brokers: rivulet_common::kafka::brokers(),
+            topic: rivulet_common::kafka::topic_raw(),
+        })
+    }
+}
+
+fn consumer(cfg: &Settings) -> Result<StreamConsumer, AdminError> {
     let mut c = rivulet_common::kafka::base_config();
     c.set("bootstrap.servers", &cfg.brokers)
         .set("client.id", "rivulet-admin-replay")
@@ -555,7 +578,7 @@ async fn insert(db: &Db, rows: Bytes) -> Result<(), AdminError> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match rivulet_enricher::insert::insert_row_binary(db, std::slice::from_ref(&rows)).await
+        match rivulet_enrichment::insert::insert_row_binary(db, std::slice::from_ref(&rows)).await
         {
             Ok(()) => return Ok(()),
             Err(e) if attempt < 10 => {
