@@ -149,6 +149,8 @@ pub struct ExportRow {
     pub inp: Option<f64>,
     pub fcp: Option<f64>,
     pub ttfb: Option<f64>,
+    pub client_timestamp: Option<u32>,
+    pub sent_at: Option<u32>,
     pub person_id: String,
 }
 
@@ -158,6 +160,8 @@ pub const FIELDS: &[&str] = &[
     "site_id",
     "timestamp",
     "received_at",
+    "client_timestamp",
+    "sent_at",
     "type",
     "event_name",
     "properties",
@@ -210,6 +214,9 @@ struct Line<'a> {
     site_id: u32,
     timestamp: String,
     received_at: String,
+    /// The client's own `timestamp` and `sent_at`, as it sent them; null when it sent none.
+    client_timestamp: Option<String>,
+    sent_at: Option<String>,
     #[serde(rename = "type")]
     event_type: &'a str,
     event_name: &'a str,
@@ -259,6 +266,8 @@ impl ExportRow {
             site_id: self.site_id,
             timestamp: rfc3339(self.timestamp),
             received_at: rfc3339(self.received_at),
+            client_timestamp: self.client_timestamp.map(rfc3339),
+            sent_at: self.sent_at.map(rfc3339),
             event_type: &self.event_type,
             event_name: &self.event_name,
             properties: &self.properties,
@@ -334,6 +343,12 @@ fn neutralise(s: &str) -> Cow<'_, str> {
     }
 }
 
+/// A text cell of any CSV Rivulet writes (the dashboard's breakdown exports too):
+/// neutralised, then quoted as it must be.
+pub fn csv_text(s: &str) -> String {
+    csv_field(&neutralise(s))
+}
+
 /// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
@@ -400,7 +415,7 @@ const COLUMNS: &str = "event_id, site_id, timestamp, received_at, type, event_na
     hostname, pathname, querystring, page_title, referrer, channel, user_id, session_id, language, \
     screen_width, screen_height, country, region, city, lat, lon, browser, browser_version, \
     operating_system, operating_system_version, device_type, is_bot, ip, anonymous_id, tag, \
-    app_version, device_model, feature_flags, lcp, cls, inp, fcp, ttfb, \
+    app_version, device_model, feature_flags, lcp, cls, inp, fcp, ttfb, client_timestamp, sent_at, \
     if(a.owner != '', a.owner, e.user_id) AS person_id";
 
 /// Writes the export to `out`; returns how many events. With `req.progress`, progress
@@ -512,6 +527,7 @@ mod tests {
             "device_model": "", "feature_flags": "", "lcp": null, "cls": null, "inp": null,
             "fcp": null, "ttfb": null, "person_id": ""
         });
+        // (client_timestamp and sent_at: absent, so None.)
         base.as_object_mut()
             .unwrap()
             .extend(fields.as_object().unwrap().clone());
@@ -550,7 +566,8 @@ mod tests {
                 "operating_system": "=Windows", "operating_system_version": "10",
                 "device_type": "Desktop", "anonymous_id": "''anon", "tag": "\ttab",
                 "app_version": "\rv1", "device_model": "'", "feature_flags": "{\"beta\":\"on\"}",
-                "lcp": 1234.5, "cls": 0.1, "person_id": "=cmd"
+                "lcp": 1234.5, "cls": 0.1, "person_id": "=cmd",
+                "client_timestamp": 1_795_590_000u32, "sent_at": 1_795_593_600u32
             })),
             row(json!({
                 "event_id": "0190d6a0-0000-7000-8000-000000000002", "type": "error",
@@ -620,6 +637,25 @@ mod tests {
                 .collect()
         };
         assert_eq!(raw(from_csv), raw(from_ndjson));
+    }
+
+    /// The client's own times: RFC 3339 as the other times, null (NDJSON) or empty (CSV)
+    /// when it sent none.
+    #[test]
+    fn the_clients_times_are_exported_and_null_when_not_sent() {
+        let r = row(serde_json::json!({"client_timestamp": 1_795_590_000u32}));
+        let line = r.to_json();
+        assert_eq!(line["client_timestamp"], "2026-11-25T07:00:00Z");
+        assert_eq!(line["sent_at"], Value::Null);
+        let mut csv = Vec::new();
+        write_header(Format::Csv, &mut csv);
+        write_row(Format::Csv, &r, &mut csv).unwrap();
+        let text = String::from_utf8(csv).unwrap();
+        assert!(
+            text.contains("timestamp,received_at,client_timestamp,sent_at,type,"),
+            "{text}"
+        );
+        assert!(text.contains(",2026-11-25T07:00:00Z,,pageview,"), "{text}");
     }
 
     #[test]

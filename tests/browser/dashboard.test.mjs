@@ -10,107 +10,10 @@
 // writes RIVULET_INGEST_URL to .stack/demo.env). scripts/test provides all of it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
-import net from "node:net";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const stackDir = process.env.RIVULET_STACK_DIR || path.join(root, ".stack");
-const artifacts = process.env.RIVULET_ARTIFACTS_DIR || path.join(stackDir, "artifacts", "dashboard");
-const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
-
-function readEnvFile(file) {
-  if (!fs.existsSync(file)) return {};
-  const env = {};
-  for (const line of fs.readFileSync(file, "utf8").split("\n")) {
-    const m = line.match(/^\s*([A-Z0-9_]+)=(.*)$/);
-    if (m) env[m[1]] = m[2].trim();
-  }
-  return env;
-}
-
-const stackEnvFile = path.join(stackDir, "env");
-assert.ok(fs.existsSync(stackEnvFile), `${stackEnvFile} is missing: run scripts/stack up`);
-const stackEnv = readEnvFile(stackEnvFile);
-const ingestUrl =
-  process.env.RIVULET_INGEST_URL || readEnvFile(path.join(stackDir, "demo.env")).RIVULET_INGEST_URL;
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-// Ingest answers /_readiness only on its internal address (INGEST_INTERNAL_ADDR), so on
-// its public one the test waits for /_liveness.
-async function waitReady(url, ms, probe = "/_readiness") {
-  const end = Date.now() + ms;
-  for (;;) {
-    try {
-      if ((await fetch(`${url}${probe}`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > end) throw new Error(`${url} did not become ready within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 150));
-  }
-}
-
-/** Starts `rivulet-admin serve` on a free port; its stdin is its lifeline. */
-async function startAdmin(token) {
-  const bin = path.join(process.env.RIVULET_BIN_DIR || path.join(root, "target/debug"), "rivulet-admin");
-  assert.ok(fs.existsSync(bin), `${bin} is missing: run cargo build --workspace --bins`);
-  const port = await freePort();
-  fs.mkdirSync(path.join(stackDir, "logs/tests"), { recursive: true });
-  const log = path.join(stackDir, "logs/tests", `admin-browser-${port}.log`);
-  const out = fs.openSync(log, "w");
-  const child = spawn(bin, ["serve"], {
-    env: {
-      ...process.env,
-      ...stackEnv,
-      ADMIN_ADDR: `127.0.0.1:${port}`,
-      ADMIN_TOKEN: token,
-      RIVULET_STDIN_LIFELINE: "1",
-      LOG_FORMAT: "text",
-    },
-    stdio: ["pipe", out, out],
-  });
-  const url = `http://127.0.0.1:${port}`;
-  await waitReady(url, 30_000);
-  return { url, log, stop: () => child.stdin.end() };
-}
-
-function launchChromium() {
-  return chromium.launch({
-    executablePath: chromiumPath,
-    headless: true,
-    args: [
-      "--no-sandbox",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-default-apps",
-      "--disable-sync",
-      "--no-first-run",
-      "--no-default-browser-check",
-      "--metrics-recording-only",
-    ],
-  });
-}
-
-async function logIn(page, url, token) {
-  await page.goto(url);
-  await page.fill("#token", token);
-  await Promise.all([page.waitForURL(/\/sites$/), page.click("button[type=submit]")]);
-}
+import { artifacts, ingestUrl, launchChromium, logIn, startAdmin, waitReady } from "./harness.mjs";
 
 function track(apiKey, siteId, extra) {
   return fetch(`${ingestUrl}/api/track`, {
@@ -199,13 +102,13 @@ test("dashboard: login, site, Generate API Key, event in the Overview, revoke", 
       await page.reload();
     }
     assert.equal(await page.textContent("#total-pageviews"), "2");
-    assert.equal(await page.textContent("#total-custom-events"), "1");
-    assert.equal(await page.locator("svg.chart rect.bar").count(), 24);
-    assert.match(await page.textContent("#latest-events"), /custom_event: signup/);
+    assert.match(await page.textContent("#card-events"), /signup/);
+    assert.ok((await page.locator(".chart-wide svg circle").count()) > 0, "the chart has its points");
+    assert.match(await page.textContent("#card-pages"), /from-the-browser-test/);
     assert.deepEqual(unexpectedDialogs, [], "no script from event data ran");
     const overviewShot = path.join(artifacts, "overview.png");
     await page.screenshot({ path: overviewShot, fullPage: true });
-    assert.match(await page.textContent("#sources"), /Direct/);
+    assert.match(await page.textContent("#card-sources"), /Direct/);
     // The other tabs, for the record.
     const tabShots = [];
     for (const [name, tabPath] of [
@@ -311,7 +214,8 @@ test("dashboard at a phone's width (390×844): no page is wider than the screen"
     const user = `phone-user-${hex}`;
     const longPath = `/a/very/long/path/that/would/push/a/table/past/the/edge/of/a/phone/${hex}`;
     for (const extra of [
-      { pathname: longPath, user_id: user, referrer: "https://www.google.com/search?q=rivulet" },
+      // The visit's first event (a minute earlier): it brings the visit's channel.
+      { pathname: longPath, user_id: user, referrer: "https://www.google.com/search?q=rivulet", timestamp: Date.now() - 60_000 },
       { pathname: "/pricing", user_id: user },
       { type: "custom_event", event_name: "signup", pathname: "/pricing", user_id: user },
     ]) {
@@ -327,7 +231,7 @@ test("dashboard at a phone's width (390×844): no page is wider than the screen"
       await page.waitForTimeout(1000);
       await page.reload();
     }
-    assert.match(await page.textContent("#sources"), /Organic Search/);
+    assert.match(await page.textContent("#card-sources"), /Organic Search/);
     await fitsTheScreen("overview");
 
     // Privacy: a request to erase a visitor shows as pending.

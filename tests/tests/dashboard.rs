@@ -443,7 +443,7 @@ async fn insert_events_at(site_id: u32, now: u32, events: &[(&str, &str, &str)])
         }
         .write_row_binary(&mut data);
     }
-    rivulet_enricher::insert::insert_row_binary(&db().await, &[bytes::Bytes::from(data)])
+    rivulet_enrichment::insert::insert_row_binary(&db().await, &[bytes::Bytes::from(data)])
         .await
         .expect("insert");
 }

@@ -1,8 +1,7 @@
-//! The Overview's chart, drawn on the server as SVG: pageviews per hour as bars,
-//! visitors per hour as a line, a y axis with a round maximum, and hour labels in UTC.
-//! Every bar has a `<title>` so the numbers show on hover and to screen readers.
+//! The Overview's chart, drawn on the server as SVG: the chosen metric over time as a
+//! line, the compared period as a dashed one, a y axis with a round maximum. Every point
+//! has a `<title>` so the numbers show on hover and to screen readers.
 
-use super::stats::Hour;
 use maud::{html, Markup};
 
 const WIDTH: f64 = 760.0;
@@ -25,58 +24,118 @@ pub fn nice_max(n: u64) -> u64 {
     }
 }
 
-fn hour_label(epoch: u32) -> String {
-    format!("{:02}:00", epoch % 86_400 / 3600)
+/// One bucket of the Overview's time series: its label (as the Stats API gives it), the
+/// metric's value, and the comparison's value at the same position.
+pub struct Point {
+    pub label: String,
+    pub value: f64,
+    pub compared: Option<f64>,
 }
 
-pub fn hourly(hours: &[Hour]) -> Markup {
-    let max = nice_max(
-        hours
-            .iter()
-            .map(|h| h.pageviews.max(h.visitors))
-            .max()
-            .unwrap_or(0),
-    );
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
-    let slot = plot_w / hours.len().max(1) as f64;
-    let y = |v: u64| TOP + plot_h - (v as f64 / max as f64) * plot_h;
-    let x_mid = |i: usize| LEFT + slot * (i as f64 + 0.5);
-    let line: Vec<String> = hours
-        .iter()
-        .enumerate()
-        .map(|(i, h)| format!("{:.1},{:.1}", x_mid(i), y(h.visitors)))
-        .collect();
-    let label = "Pageviews and visitors per hour, last 24 hours (UTC)";
+/// The metric over time, drawn twice: wide for a desktop, narrow and taller for a phone
+/// (the stylesheet shows one), so that its labels stay readable at 390 px.
+pub fn series(label: &str, points: &[Point], with_comparison: bool) -> Markup {
     html! {
-        svg.chart viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) role="img" aria-label=(label) xmlns="http://www.w3.org/2000/svg" {
-            @for v in [0, max / 2, max] {
-                line.grid-line x1=(LEFT) x2=(WIDTH - RIGHT) y1=(format!("{:.1}", y(v))) y2=(format!("{:.1}", y(v))) {}
-                text x=(LEFT - 6.0) y=(format!("{:.1}", y(v) + 4.0)) text-anchor="end" { (v) }
+        div.chart-wide { (series_svg(label, points, with_comparison, WIDTH, HEIGHT, 8)) }
+        div.chart-narrow { (series_svg(label, points, with_comparison, 400.0, 260.0, 4)) }
+        @if with_comparison {
+            div.legend { span.pv { "This period" } span.cmp { "Compared period" } }
+        }
+    }
+}
+
+/// The metric over time as a line (and the comparison as a dashed line), on a y axis with
+/// a round maximum; at most `max_labels` x labels, whatever the number of buckets. Every
+/// point has a `<title>`, so its value shows on hover and to screen readers.
+fn series_svg(
+    label: &str,
+    points: &[Point],
+    with_comparison: bool,
+    width: f64,
+    height: f64,
+    max_labels: usize,
+) -> Markup {
+    let top = points
+        .iter()
+        .flat_map(|p| [p.value, p.compared.unwrap_or(0.0)])
+        .fold(0.0_f64, f64::max);
+    let max = nice_max(top.ceil() as u64) as f64;
+    let plot_w = width - LEFT - RIGHT;
+    let plot_h = height - TOP - BOTTOM;
+    let slot = plot_w / points.len().max(1) as f64;
+    let y = |v: f64| TOP + plot_h - (v / max) * plot_h;
+    let x = |i: usize| LEFT + slot * (i as f64 + 0.5);
+    let line = |values: &mut dyn Iterator<Item = (usize, f64)>| -> String {
+        values
+            .map(|(i, v)| format!("{:.1},{:.1}", x(i), y(v)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let current = line(&mut points.iter().enumerate().map(|(i, p)| (i, p.value)));
+    let compared = line(
+        &mut points
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.compared.map(|c| (i, c))),
+    );
+    let every = points.len().div_ceil(max_labels).max(1);
+    let short = |l: &str| {
+        l.get(..16)
+            .unwrap_or(l)
+            .replace(" 00:00:00", "")
+            .to_string()
+    };
+    let fmt = |v: f64| {
+        if v.fract() == 0.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.2}")
+        }
+    };
+    html! {
+        svg.chart.series viewBox=(format!("0 0 {width} {height}")) role="img" aria-label=(format!("{label} over time")) xmlns="http://www.w3.org/2000/svg" {
+            @for v in [0.0, max / 2.0, max] {
+                line.grid-line x1=(LEFT) x2=(width - RIGHT) y1=(format!("{:.1}", y(v))) y2=(format!("{:.1}", y(v))) {}
+                text x=(LEFT - 6.0) y=(format!("{:.1}", y(v) + 4.0)) text-anchor="end" { (fmt(v)) }
             }
-            @for (i, h) in hours.iter().enumerate() {
-                rect.bar x=(format!("{:.1}", LEFT + slot * i as f64 + slot * 0.15))
-                    y=(format!("{:.1}", y(h.pageviews)))
-                    width=(format!("{:.1}", slot * 0.7))
-                    height=(format!("{:.1}", TOP + plot_h - y(h.pageviews))) {
-                    title { (hour_label(h.hour)) " UTC: " (h.pageviews) " pageviews, " (h.visitors) " visitors" }
-                }
-                @if i % 3 == 0 {
-                    text x=(format!("{:.1}", x_mid(i))) y=(HEIGHT - 8.0) text-anchor="middle" { (hour_label(h.hour)) }
+            @for (i, p) in points.iter().enumerate() {
+                @if i % every == 0 {
+                    text x=(format!("{:.1}", x(i))) y=(height - 8.0) text-anchor="middle" { (short(&p.label)) }
                 }
             }
-            polyline.line points=(line.join(" ")) {}
-            @for (i, h) in hours.iter().enumerate() {
-                circle.dot cx=(format!("{:.1}", x_mid(i))) cy=(format!("{:.1}", y(h.visitors))) r="2.5" {}
+            @if with_comparison && !compared.is_empty() {
+                polyline.line.compared points=(compared) {}
+            }
+            polyline.line.current points=(current) {}
+            @for (i, p) in points.iter().enumerate() {
+                circle.dot cx=(format!("{:.1}", x(i))) cy=(format!("{:.1}", y(p.value))) r="2.5" {
+                    title { (p.label) ": " (fmt(p.value)) @if let Some(c) = p.compared { " (compared: " (fmt(c)) ")" } }
+                }
             }
         }
-        div.legend { span.pv { "Pageviews" } span.vis { "Visitors" } }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_series_has_a_point_per_bucket_and_at_most_eight_labels() {
+        let points: Vec<Point> = (0..30)
+            .map(|i| Point {
+                label: format!("2026-03-{:02}", i + 1),
+                value: f64::from(i),
+                compared: (i < 28).then_some(1.0),
+            })
+            .collect();
+        let svg = series_svg("Visitors", &points, true, WIDTH, HEIGHT, 8).into_string();
+        assert_eq!(svg.matches("<circle").count(), 30);
+        assert!(svg.matches("</text>").count() <= 3 + 8);
+        assert!(svg.contains("2026-03-30: 29"));
+        assert!(svg.contains("class=\"line compared\""));
+        assert!(svg.contains(">50</text>"), "y axis up to nice_max(29) = 50");
+    }
 
     #[test]
     fn round_maxima() {
@@ -87,22 +146,5 @@ mod tests {
         assert_eq!(nice_max(11), 20);
         assert_eq!(nice_max(200), 200);
         assert_eq!(nice_max(201), 500);
-    }
-
-    #[test]
-    fn one_bar_per_hour_and_labels_every_three() {
-        let hours: Vec<Hour> = (0..24)
-            .map(|i| Hour {
-                hour: 1_699_920_000 + i * 3600,
-                pageviews: u64::from(i),
-                visitors: 1,
-            })
-            .collect();
-        let svg = hourly(&hours).into_string();
-        assert_eq!(svg.matches("<rect").count(), 24);
-        assert_eq!(svg.matches("<circle").count(), 24);
-        assert!(svg.contains("00:00</text>"));
-        assert!(svg.contains("23:00 UTC: 23 pageviews, 1 visitors"));
-        assert!(svg.contains(">50</text>"), "y axis up to nice_max(23) = 50");
     }
 }

@@ -4,6 +4,7 @@
 //! Routes are listed in `router`; login and sessions in `login` and `session`, CSRF in `csrf`; how errors become
 //! responses in `respond`.
 
+mod analytics;
 mod assets;
 mod chart;
 mod csrf;
@@ -12,17 +13,18 @@ mod download;
 mod json_api;
 mod layout;
 mod login;
-mod overview;
 mod privacy;
 mod respond;
 mod session;
 mod settings;
 mod sites;
 mod stats;
+mod stats_api;
 mod throttle;
 mod token;
 mod tracking;
 mod users;
+mod view;
 
 use crate::error::AdminError;
 use crate::ops::Ops;
@@ -58,6 +60,8 @@ pub struct DashboardConfig {
     /// `ADMIN_INGEST_URL`: where sites load the tracking script from, as the Tracking
     /// code tab writes it into the snippet (no trailing slash).
     pub ingest_url: String,
+    /// `STATS_RATE_LIMIT_PER_MINUTE` (600) and `STATS_MAX_EXECUTION_SECS` (10).
+    pub stats_api: stats_api::StatsApiConfig,
 }
 
 impl DashboardConfig {
@@ -88,6 +92,10 @@ impl DashboardConfig {
             })?,
             max_connections: config::parse("ADMIN_MAX_CONNECTIONS", 1024)?,
             ingest_url: ingest_url(&config::string("ADMIN_INGEST_URL", DEFAULT_INGEST_URL))?,
+            stats_api: stats_api::StatsApiConfig {
+                per_minute: config::parse("STATS_RATE_LIMIT_PER_MINUTE", 600)?,
+                max_execution_secs: config::parse("STATS_MAX_EXECUTION_SECS", 10)?,
+            },
         })
     }
 }
@@ -126,11 +134,17 @@ pub struct Dashboard {
     pub trusted_proxies: TrustedProxies,
     /// `ADMIN_INGEST_URL`, for the tracking snippet.
     pub ingest_url: String,
+    /// The query engine over ClickHouse: the Stats API and the dashboard's figures.
+    pub stats: crate::query::Stats,
+    /// The Stats API's keys, rejection limit and rate limit.
+    pub stats_api: stats_api::StatsApi,
 }
 
 pub type AppState = Arc<Dashboard>;
 
 pub async fn serve(cfg: DashboardConfig, ops: Ops) -> Result<(), AdminError> {
+    let stats_api = stats_api::StatsApi::new(cfg.stats_api, &ops.redis_url);
+    let stats = crate::query::Stats::new(ops.reg.db().clone(), cfg.stats_api.max_execution_secs);
     let state: AppState = Arc::new(Dashboard {
         db: ops.reg.db().clone(),
         reg: ops.reg.clone(),
@@ -139,6 +153,8 @@ pub async fn serve(cfg: DashboardConfig, ops: Ops) -> Result<(), AdminError> {
         throttle: throttle::LoginThrottle::new(cfg.login_delay),
         trusted_proxies: cfg.trusted_proxies.clone(),
         ingest_url: cfg.ingest_url.clone(),
+        stats,
+        stats_api,
     });
     let listener = tokio::net::TcpListener::bind(cfg.addr)
         .await
@@ -181,7 +197,13 @@ pub fn router(state: AppState) -> Router {
     let pages = Router::new()
         .route("/", get(|| async { Redirect::to("/sites") }))
         .route("/sites", get(sites::list).post(sites::create))
-        .route("/sites/{site_id}/overview", get(overview::page))
+        .route("/sites/{site_id}/overview", get(analytics::page))
+        .route("/sites/{site_id}/overview/details", get(analytics::details))
+        .route(
+            "/sites/{site_id}/overview/export.csv",
+            get(analytics::export_csv),
+        )
+        .route("/sites/{site_id}/overview/live", get(analytics::live))
         .route(
             "/sites/{site_id}/settings",
             get(settings::general).post(settings::update),
@@ -246,6 +268,8 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(pages)
         .merge(api)
+        // Authenticated by its own API keys (scope stats:read), not the admin token.
+        .route("/api/v2/query", post(stats_api::query))
         .route("/login", get(login::login_form).post(login::login))
         .route("/assets/app.css", get(assets::css))
         .route("/assets/app.js", get(assets::js))
@@ -288,7 +312,7 @@ async fn security_headers(State(st): State<AppState>, req: Request, next: Next) 
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
             "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; \
-             form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+             connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
         ),
     );
     h.insert(

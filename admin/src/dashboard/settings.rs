@@ -35,6 +35,10 @@ pub async fn general(
             input id="domain" type="text" name="domain" value=(site.domain) required;
             label for="name" { "Name" }
             input id="name" type="text" name="name" value=(site.name);
+            label for="timezone" { "Time zone" }
+            input id="timezone" type="text" name="timezone" value=(site.time_zone()) list="time-zones" autocomplete="off" spellcheck="false";
+            datalist #time-zones { @for tz in COMMON_TIME_ZONES { option value=(tz) {} } }
+            p.hint { "An IANA name such as " code { "Europe/Berlin" } " or " code { "America/New_York" } ": the dashboard's and the Stats API's days, weeks and months start at its midnight." }
             p { button type="submit" { "Save" } }
         }
         section.card.danger-zone {
@@ -55,12 +59,33 @@ pub async fn general(
     )))
 }
 
+/// Suggestions for the time zone field (any IANA name is taken).
+const COMMON_TIME_ZONES: &[&str] = &[
+    "UTC",
+    "Europe/London",
+    "Europe/Berlin",
+    "Europe/Paris",
+    "Europe/Madrid",
+    "Europe/Moscow",
+    "America/New_York",
+    "America/Chicago",
+    "America/Denver",
+    "America/Los_Angeles",
+    "America/Sao_Paulo",
+    "Asia/Kolkata",
+    "Asia/Shanghai",
+    "Asia/Tokyo",
+    "Australia/Sydney",
+];
+
 #[derive(Deserialize)]
 pub struct SiteForm {
     #[serde(default)]
     domain: String,
     #[serde(default)]
     name: String,
+    /// Absent from older forms: the time zone stays.
+    timezone: Option<String>,
 }
 
 pub async fn update(
@@ -83,6 +108,7 @@ pub async fn update(
     let changes = SiteChanges {
         name: Some(name.to_string()),
         domains: Some(domains),
+        timezone: f.timezone.filter(|t| !t.trim().is_empty()),
         ..SiteChanges::default()
     };
     st.ops.update_site(site_id, &changes).await?;
@@ -151,20 +177,29 @@ pub async fn api_key(
                 p.hint { "Key id " code { (k.key_id) } ". Rivulet keeps only a hash of the key: if you lose it, generate a new one and revoke this one." }
             }
         }
-        form method="post" action=(format!("/sites/{site_id}/keys")) {
-            (csrf_field(&session))
-            button type="submit" { "Generate API Key" }
+        div.key-actions {
+            form method="post" action=(format!("/sites/{site_id}/keys")) {
+                (csrf_field(&session))
+                button type="submit" { "Generate API Key" }
+            }
+            form method="post" action=(format!("/sites/{site_id}/keys")) {
+                (csrf_field(&session))
+                input type="hidden" name="scope" value="stats:read";
+                button.secondary #generate-stats-key type="submit" { "Generate Stats API Key" }
+            }
         }
+        p.hint { "An API key sends events (" code { "ingest:write" } "); a Stats API key reads the site's statistics with " code { "POST /api/v2/query" } " (" code { "stats:read" } ") and cannot send events. Both are shown once." }
         h2 { "Keys" }
         @if keys.is_empty() {
             p.muted { "This site has no API keys yet." }
         } @else {
             (layout::scroll(html! { table.keys {
-                thead { tr { th { "Key" } th { "Created" } th { "Last used" } th { "Status" } th {} } }
+                thead { tr { th { "Key" } th { "Scopes" } th { "Created" } th { "Last used" } th { "Status" } th {} } }
                 tbody {
                     @for k in &keys {
                         tr data-key-id=(k.key_id) {
                             td { code { (k.key_prefix) "…" } br; span.muted.mono { (k.key_id) } }
+                            td.scopes { @for s in k.scope_names() { code { (s) } " " } }
                             td.when { (layout::datetime(k.created_at)) }
                             td {
                                 @match used.as_ref().map(|u| u.get(&k.key_id)) {
@@ -203,12 +238,20 @@ pub async fn api_key(
     )))
 }
 
+#[derive(Deserialize)]
+pub struct KeyForm {
+    /// `stats:read` for a key that reads the Stats API; absent: an ingest key.
+    scope: Option<String>,
+}
+
 pub async fn generate_key(
     State(st): State<AppState>,
     Path(site_id): Path<u32>,
     Extension(session): Extension<SessionCtx>,
+    Form(f): Form<KeyForm>,
 ) -> Result<Response, PageError> {
-    let (key, rec) = st.ops.create_key(site_id).await?;
+    let scopes: Vec<String> = f.scope.into_iter().collect();
+    let (key, rec) = st.ops.create_key(site_id, &scopes).await?;
     tracing::info!(site_id, key_id = %rec.key_id, "API key generated from the dashboard");
     // Shown by the next GET of the API Key tab and then forgotten (post/redirect/get, so
     // a reload neither shows the key again nor makes another one).
