@@ -8,8 +8,26 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum AdminError {
+    /// What was asked cannot be done as asked (a bad argument, form or body): the sentence
+    /// says what to give instead.
     #[error("{0}")]
     Usage(String),
+    /// The dashboard could not listen on its address. Its own variant, so that an address
+    /// in use or not this host's is not mistaken for a bad argument.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file, stream or connection failed to be read or written; `doing` says which
+    /// (`cannot write /var/lib/…`). A failure of this machine, not of the request.
+    #[error("{doing}: {source}")]
+    Io {
+        doing: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{0}")]
     NotFound(String),
     /// A file that `install` will not put in place (it fails to load or its checks).
@@ -44,9 +62,18 @@ pub enum AdminError {
 }
 
 impl AdminError {
+    /// An I/O error, with what was being done when it happened.
+    pub fn io(doing: impl Into<String>, source: std::io::Error) -> Self {
+        AdminError::Io {
+            doing: doing.into(),
+            source,
+        }
+    }
+
     pub fn status(&self) -> StatusCode {
         match self {
             AdminError::Usage(_) => StatusCode::BAD_REQUEST,
+            AdminError::Bind { .. } | AdminError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             AdminError::NotFound(_) => StatusCode::NOT_FOUND,
             AdminError::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
             AdminError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -69,5 +96,39 @@ impl AdminError {
                 _ => StatusCode::SERVICE_UNAVAILABLE,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AdminError;
+    use axum::http::StatusCode;
+    use std::error::Error;
+    use std::io;
+
+    #[test]
+    fn a_bind_failure_says_so_and_keeps_its_cause() {
+        let e = AdminError::Bind {
+            addr: "ADMIN_ADDR=127.0.0.1:3002".into(),
+            source: io::Error::from(io::ErrorKind::AddrInUse),
+        };
+        assert!(e
+            .to_string()
+            .starts_with("cannot listen on ADMIN_ADDR=127.0.0.1:3002: "));
+        assert_eq!(e.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let cause = e.source().and_then(|s| s.downcast_ref::<io::Error>());
+        assert_eq!(cause.map(io::Error::kind), Some(io::ErrorKind::AddrInUse));
+    }
+
+    #[test]
+    fn an_io_error_is_a_server_error_not_a_bad_request() {
+        let e = AdminError::io("cannot write the export", io::Error::other("disk full"));
+        assert_eq!(e.to_string(), "cannot write the export: disk full");
+        assert_eq!(e.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(e.source().is_some());
+        assert_eq!(
+            AdminError::Usage("give --site".into()).status(),
+            StatusCode::BAD_REQUEST
+        );
     }
 }

@@ -478,7 +478,7 @@ fn ch(e: clickhouse::error::Error) -> AdminError {
 }
 
 fn io(e: std::io::Error) -> AdminError {
-    AdminError::Usage(format!("cannot write the export: {e}"))
+    AdminError::io("cannot write the export", e)
 }
 
 #[cfg(test)]

@@ -171,10 +171,10 @@ fn write_progress(path: &Path, p: &Progress) -> Result<(), AdminError> {
     )
     .and_then(|()| std::fs::rename(&tmp, path))
     .map_err(|e| {
-        AdminError::Usage(format!(
-            "cannot write the import's state to {}: {e}",
-            path.display()
-        ))
+        AdminError::io(
+            format!("cannot write the import's state to {}", path.display()),
+            e,
+        )
     })
 }
 
@@ -204,7 +204,7 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
         Box::new(std::io::BufReader::with_capacity(1 << 20, std::io::stdin()))
     } else {
         let file = std::fs::File::open(&req.input)
-            .map_err(|e| AdminError::Usage(format!("cannot open {}: {e}", req.input)))?;
+            .map_err(|e| AdminError::io(format!("cannot open {}", req.input), e))?;
         Box::new(std::io::BufReader::with_capacity(1 << 20, file))
     };
     let total_bytes = std::fs::metadata(&req.input).map(|m| m.len()).unwrap_or(0);

@@ -218,15 +218,15 @@ async fn fetch(source: &str, temp: &Temp) -> Result<u64, AdminError> {
     let bytes = if is_url(source) {
         download(source, &mut file).await?
     } else {
-        let mut src = File::open(source)
-            .map_err(|e| AdminError::Usage(format!("cannot read {source}: {e}")))?;
+        let mut src =
+            File::open(source).map_err(|e| AdminError::io(format!("cannot read {source}"), e))?;
         if src.metadata().is_ok_and(|m| m.is_dir()) {
             return Err(AdminError::Usage(format!(
                 "{source} is a folder: give the file itself"
             )));
         }
         std::io::copy(&mut src, &mut file)
-            .map_err(|e| AdminError::Usage(format!("cannot copy {source}: {e}")))?
+            .map_err(|e| AdminError::io(format!("cannot copy {source}"), e))?
     };
     file.sync_all().map_err(|e| temp_error(&temp.path, e))?;
     Ok(bytes)
@@ -261,7 +261,7 @@ async fn download(url: &str, file: &mut File) -> Result<u64, AdminError> {
             )));
         }
         file.write_all(&chunk)
-            .map_err(|e| AdminError::Usage(format!("cannot write the download: {e}")))?;
+            .map_err(|e| AdminError::io("cannot write the download", e))?;
     }
     Ok(total)
 }
@@ -324,7 +324,7 @@ fn sha256_of(path: &Path) -> std::io::Result<String> {
 }
 
 fn temp_error(path: &Path, e: std::io::Error) -> AdminError {
-    AdminError::Usage(format!("cannot write {}: {e}", path.display()))
+    AdminError::io(format!("cannot write {}", path.display()), e)
 }
 
 fn merge(into: &mut Value, from: Value) {
@@ -365,17 +365,20 @@ impl Temp {
     /// crash.
     fn install(mut self) -> Result<(), AdminError> {
         std::fs::rename(&self.path, &self.target).map_err(|e| {
-            AdminError::Usage(format!(
-                "cannot rename {} over {}: {e}",
-                self.path.display(),
-                self.target.display()
-            ))
+            AdminError::io(
+                format!(
+                    "cannot rename {} over {}",
+                    self.path.display(),
+                    self.target.display()
+                ),
+                e,
+            )
         })?;
         self.installed = true;
         if let Some(dir) = self.target.parent().filter(|d| !d.as_os_str().is_empty()) {
             File::open(dir)
                 .and_then(|d| d.sync_all())
-                .map_err(|e| AdminError::Usage(format!("cannot flush {}: {e}", dir.display())))?;
+                .map_err(|e| AdminError::io(format!("cannot flush {}", dir.display()), e))?;
         }
         Ok(())
     }

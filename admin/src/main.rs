@@ -396,7 +396,7 @@ async fn run(command: Command) -> Result<Value, AdminError> {
             let n = match &output {
                 Some(path) => {
                     let file = std::fs::File::create(path).map_err(|e| {
-                        AdminError::Usage(format!("cannot create {}: {e}", path.display()))
+                        AdminError::io(format!("cannot create {}", path.display()), e)
                     })?;
                     export::export(&db, &req, &mut export::WriteSink(file)).await?
                 }

@@ -158,7 +158,10 @@ pub async fn serve(cfg: DashboardConfig, ops: Ops) -> Result<(), AdminError> {
     });
     let listener = tokio::net::TcpListener::bind(cfg.addr)
         .await
-        .map_err(|e| AdminError::Usage(format!("cannot listen on ADMIN_ADDR={}: {e}", cfg.addr)))?;
+        .map_err(|source| AdminError::Bind {
+            addr: format!("ADMIN_ADDR={}", cfg.addr),
+            source,
+        })?;
     tracing::info!(addr = %cfg.addr, secure_cookies = cfg.cookie_secure, "dashboard listening");
     // The same bounded listener as ingest: deadlines for heads, idle time and writes, and
     // a connection cap that stalled clients cannot hold.
@@ -188,7 +191,7 @@ pub async fn serve(cfg: DashboardConfig, ops: Ops) -> Result<(), AdminError> {
     };
     listener::serve(listener, handle, limits, rivulet_common::shutdown::signal())
         .await
-        .map_err(|e| AdminError::Usage(format!("dashboard server failed: {e}")))?;
+        .map_err(|e| AdminError::io("the dashboard's server failed", e))?;
     tracing::info!("dashboard stopped");
     Ok(())
 }
