@@ -15,6 +15,10 @@
 //!   events grouped by (dimensions, visit) first, then by the dimensions, so that each
 //!   visit counts once per row with its own measures.
 //!
+//! Web vitals' percentiles (`lcp_p75`, …) are event metrics, in every shape: the distinct
+//! `(event_id, value)` pairs of the `performance` events with a value, sorted, and the
+//! one at `quantileExact`'s index taken (see [`p75`]).
+//!
 //! Bots are left out (`is_bot = 0`) everywhere. Duplicates of an event (same `event_id`)
 //! count once: events by `uniqExact(event_id)`, people by `uniqExact`, and a visit's
 //! first/last values by `argMin`/`argMax` over `(timestamp, event_id)`, which duplicates
@@ -27,7 +31,7 @@ use crate::dimensions::{
 use crate::filters::{self, Filter};
 use crate::identity;
 use crate::limits::SESSION_LOOKAROUND_SECS;
-use crate::metrics::Metric;
+use crate::metrics::{Metric, Vital};
 use crate::planner::{Restriction, Source, Spec};
 use crate::sql::{quote, sql, Sql};
 
@@ -179,34 +183,46 @@ impl<'a> Builder<'a> {
             (Metric::BounceRate, _) => "100 * sum(g_bounce) / greatest(count(), 1)".into(),
             (Metric::VisitDuration, _) => "sum(g_duration) / greatest(count(), 1)".into(),
             (Metric::ViewsPerVisit, _) => "sum(g_views) / greatest(count(), 1)".into(),
+            (Metric::P75(v), false) => p75(&measurements(v)),
+            // Each event is in one (dimensions, visit) group: the groups' pairs together
+            // are the row's, with no pair twice.
+            (Metric::P75(v), true) => p75(&format!("groupArrayArray({})", vital_group_column(v))),
         };
         sql(&format!("{expr} AS {}", m.name()))
     }
 
     /// The inner aggregates of the per-visit shape, by what the metrics need.
-    fn per_visit_columns(&self) -> Vec<(&'static str, &'static str)> {
+    fn per_visit_columns(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
         let has = |m: Metric| self.spec.metrics.contains(&m);
         if has(Metric::Visitors) || has(Metric::Percentage) {
-            out.push(("g_users", "groupUniqArray(user_id)"));
+            out.push(("g_users", "groupUniqArray(user_id)".into()));
         }
         if has(Metric::Users) {
-            out.push(("g_persons", "groupUniqArrayIf(person, person != '')"));
+            out.push(("g_persons", "groupUniqArrayIf(person, person != '')".into()));
         }
         if has(Metric::Pageviews) {
-            out.push(("g_pageviews", "uniqExactIf(event_id, type = 'pageview')"));
+            out.push((
+                "g_pageviews",
+                "uniqExactIf(event_id, type = 'pageview')".into(),
+            ));
         }
         if has(Metric::Events) {
-            out.push(("g_events", "uniqExact(event_id)"));
+            out.push(("g_events", "uniqExact(event_id)".into()));
         }
         if has(Metric::BounceRate) {
-            out.push(("g_bounce", "any(s_bounce)"));
+            out.push(("g_bounce", "any(s_bounce)".into()));
         }
         if has(Metric::VisitDuration) {
-            out.push(("g_duration", "any(s_duration)"));
+            out.push(("g_duration", "any(s_duration)".into()));
         }
         if has(Metric::ViewsPerVisit) {
-            out.push(("g_views", "any(s_pageviews)"));
+            out.push(("g_views", "any(s_pageviews)".into()));
+        }
+        for m in self.spec.metrics {
+            if let Some(v) = m.vital() {
+                out.push((vital_group_column(v), measurements(v)));
+            }
         }
         out
     }
@@ -301,6 +317,9 @@ impl<'a> Builder<'a> {
             if !cols.contains(&col) {
                 cols.push(col);
             }
+        }
+        for v in self.spec.metrics.iter().filter_map(|m| m.vital()) {
+            cols.push(v.column());
         }
         cols
     }
@@ -483,6 +502,39 @@ impl<'a> Builder<'a> {
         s.push(")");
         s
     }
+}
+
+/// The measurements of a vital in a group of events: each `performance` event that has
+/// one, once (copies of an event share its `event_id` and its value), as an array of
+/// `(event_id, value)`.
+fn measurements(v: Vital) -> String {
+    let c = v.column();
+    format!(
+        "groupUniqArrayIf((event_id, assumeNotNull({c})), type = 'performance' AND isNotNull({c}))"
+    )
+}
+
+/// The per-visit shape's column of a vital's measurements.
+fn vital_group_column(v: Vital) -> &'static str {
+    match v {
+        Vital::Lcp => "g_lcp",
+        Vital::Cls => "g_cls",
+        Vital::Inp => "g_inp",
+        Vital::Fcp => "g_fcp",
+        Vital::Ttfb => "g_ttfb",
+    }
+}
+
+/// The 75th percentile of an array of `(event_id, value)`: NULL when it is empty, else
+/// the sorted values' element at `quantileExact(0.75)`'s index, `floor(n * 3 / 4)`
+/// ([`crate::metrics::p75_index`]; 1-based in SQL). Not `quantileExact` itself: it would
+/// count an event's copies, and 18.16's `arrayReduce` takes no parametric aggregate.
+/// ClickHouse computes the repeated aggregate once.
+fn p75(pairs: &str) -> String {
+    format!(
+        "if(empty({pairs}), NULL, arrayElement(arraySort(arrayMap(m -> tupleElement(m, 2), {pairs})), \
+         intDiv(length({pairs}) * 3, 4) + 1))"
+    )
 }
 
 /// The column a visit attribute is joined as.
@@ -721,6 +773,75 @@ mod tests {
     }
 
     #[test]
+    fn web_vitals_are_the_p75_of_each_performance_event_once() {
+        let p = planned(
+            json!({"metrics": ["events", "lcp_p75", "cls_p75"], "dimensions": ["event:page"],
+                   "filters": [["is", "event:type", ["performance"]]],
+                   "order_by": [["lcp_p75", "desc"]]}),
+            BERLIN,
+        );
+        let pairs = |c: &str| {
+            format!(
+                "groupUniqArrayIf((event_id, assumeNotNull({c})), type = 'performance' AND isNotNull({c}))"
+            )
+        };
+        let p75 = |a: &str| {
+            format!(
+                "if(empty({a}), NULL, arrayElement(arraySort(arrayMap(m -> tupleElement(m, 2), {a})), \
+                 intDiv(length({a}) * 3, 4) + 1))"
+            )
+        };
+        assert_eq!(
+            p.main().inline(),
+            format!(
+                "SELECT * FROM (SELECT pathname AS d0, uniqExact(event_id) AS events, \
+                 {} AS lcp_p75, {} AS cls_p75 FROM events WHERE {MARCH} \
+                 AND (type IN ('performance')) GROUP BY d0) \
+                 ORDER BY lcp_p75 DESC NULLS LAST, d0 ASC LIMIT 0, 10000",
+                p75(&pairs("lcp")),
+                p75(&pairs("cls"))
+            )
+        );
+        // By a visit dimension: the events carry their vitals to the join.
+        let p = planned(
+            json!({"metrics": ["inp_p75"], "dimensions": ["visit:device"]}),
+            BERLIN,
+        );
+        let sql = p.main().inline();
+        assert!(
+            sql.contains(&format!("SELECT s_device AS d0, {} AS inp_p75 FROM (SELECT event_id, type, user_id, session_id, inp FROM events", p75(&pairs("inp")))),
+            "{sql}"
+        );
+        assert!(
+            sql.contains("ORDER BY inp_p75 DESC NULLS LAST, d0 ASC"),
+            "{sql}"
+        );
+        // With a visit measure: each (dimensions, visit) group's pairs, then all of them.
+        let p = planned(
+            json!({"metrics": ["bounce_rate", "ttfb_p75", "fcp_p75"], "dimensions": ["visit:country"]}),
+            BERLIN,
+        );
+        let sql = p.main().inline();
+        assert!(
+            sql.contains(&format!(
+                "{} AS ttfb_p75, {} AS fcp_p75 FROM (SELECT s_country AS d0, session_id, \
+                 any(s_bounce) AS g_bounce, {} AS g_ttfb, {} AS g_fcp FROM (\
+                 SELECT event_id, type, user_id, session_id, ttfb, fcp FROM events",
+                p75("groupArrayArray(g_ttfb)"),
+                p75("groupArrayArray(g_fcp)"),
+                pairs("ttfb"),
+                pairs("fcp")
+            )),
+            "{sql}"
+        );
+        // The bounce rate keeps its default place first in the order.
+        assert!(
+            sql.ends_with("ORDER BY bounce_rate DESC, d0 ASC LIMIT 0, 10000"),
+            "{sql}"
+        );
+    }
+
+    #[test]
     fn percentage_divides_by_all_visitors_of_the_filters() {
         let p = planned(
             json!({"metrics": ["percentage"], "dimensions": ["event:type"],
@@ -858,7 +979,7 @@ mod tests {
                         .filter(|c| c.starts_with('d'))
                         .count()
                 ],
-                metrics: vec![1.0; p.query().metrics.len()],
+                metrics: vec![Some(1.0); p.query().metrics.len()],
             };
             let comparison = p.comparison(&[main_row]);
             for st in [Some(p.main().clone()), p.total_rows().cloned(), comparison]

@@ -156,7 +156,13 @@ impl Planner {
             .iter()
             .map(|(k, d)| {
                 let dir = if *d == Direction::Asc { "ASC" } else { "DESC" };
-                format!("{} {dir}", column_of(*k))
+                // A metric without a value (no measurement) comes last either way; said
+                // rather than left to the server's default.
+                let nulls = match k {
+                    OrderKey::Metric(m) if m.is_nullable() => " NULLS LAST",
+                    _ => "",
+                };
+                format!("{} {dir}{nulls}", column_of(*k))
             })
             .collect();
         main.push(&format!(
@@ -373,7 +379,7 @@ mod tests {
     fn row(dims: &[&str], metrics: &[f64]) -> Row {
         Row {
             dimensions: dims.iter().map(|d| d.to_string()).collect(),
-            metrics: metrics.to_vec(),
+            metrics: metrics.iter().copied().map(Some).collect(),
         }
     }
 

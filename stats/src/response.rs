@@ -19,11 +19,12 @@ use serde_json::{Map, Number, Value};
 use std::collections::HashMap;
 
 /// One row of a statement's answer: each dimension's raw value (empty when unknown), each
-/// metric's value.
+/// metric's value (`None`: a metric that has none, such as a web vital's percentile over
+/// no measurement).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     pub dimensions: Vec<String>,
-    pub metrics: Vec<f64>,
+    pub metrics: Vec<Option<f64>>,
 }
 
 /// What the plan's statements answered.
@@ -37,8 +38,8 @@ pub struct QueryRows {
 }
 
 /// Reads a statement's answer in `JSONEachRow` (one object a line, keyed by column).
-/// 64-bit integers may come quoted (ClickHouse's default) or not; a metric that is not a
-/// number (`null`: NaN or infinite) reads as 0.
+/// 64-bit integers may come quoted (ClickHouse's default) or not. `null` is no value for a
+/// [nullable](Metric::is_nullable) metric; for the others it is NaN or infinity, read as 0.
 pub fn decode_rows(statement: &Statement, body: &[u8]) -> Result<Vec<Row>, StatsError> {
     let dims = statement
         .columns
@@ -71,14 +72,17 @@ pub fn decode_rows(statement: &Statement, body: &[u8]) -> Result<Vec<Row>, Stats
             });
         }
         for c in &statement.columns[dims..] {
+            let nullable = Metric::parse(c).is_some_and(Metric::is_nullable);
             row.metrics.push(match get(c)? {
-                Value::Number(n) => n.as_f64().unwrap_or(0.0),
-                Value::String(s) => s
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|v| v.is_finite())
-                    .ok_or_else(|| bad(format!("{c} is not a number: {s:?}")))?,
-                Value::Null => 0.0,
+                Value::Number(n) => Some(n.as_f64().unwrap_or(0.0)),
+                Value::String(s) => Some(
+                    s.parse::<f64>()
+                        .ok()
+                        .filter(|v| v.is_finite())
+                        .ok_or_else(|| bad(format!("{c} is not a number: {s:?}")))?,
+                ),
+                Value::Null if nullable => None,
+                Value::Null => Some(0.0),
                 other => return Err(bad(format!("{c} is not a number: {other}"))),
             });
         }
@@ -91,7 +95,7 @@ pub fn decode_rows(statement: &Statement, body: &[u8]) -> Result<Vec<Row>, Stats
 pub fn decode_count(statement: &Statement, body: &[u8]) -> Result<u64, StatsError> {
     let rows = decode_rows(statement, body)?;
     match rows.as_slice() {
-        [row] => Ok(row.metrics.first().copied().unwrap_or(0.0) as u64),
+        [row] => Ok(row.metrics.first().copied().flatten().unwrap_or(0.0) as u64),
         _ => Err(StatsError::RowShape {
             statement: statement.name,
             reason: format!("{} rows, not one", rows.len()),
@@ -122,7 +126,8 @@ pub struct ResultRow {
 
 /// The same row in the comparison period: its dimensions (time as the comparison's own
 /// bucket at the same position, `null` if that period has fewer buckets), its metrics
-/// (0 where it has no such row), and each metric's change.
+/// (where it has no such row, 0, or `null` for a nullable metric), and each metric's
+/// change (`null` for a metric without a value in either period).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ComparisonResult {
     pub dimensions: Vec<Option<String>>,
@@ -234,24 +239,30 @@ pub fn respond(plan: &QueryPlan, rows: &QueryRows) -> Result<Response, StatsErro
             _ => raw.to_string(),
         }
     };
-    let metrics_of = |values: &[f64]| -> Vec<Value> {
+    let metrics_of = |values: &[Option<f64>]| -> Vec<Value> {
         q.metrics
             .iter()
             .zip(values)
-            .map(|(m, v)| metric_value(*m, *v))
+            .map(|(m, v)| v.map_or(Value::Null, |v| metric_value(*m, v)))
             .collect()
     };
+    // A row the other period does not have: nothing counted, so counts are 0 and
+    // percentiles have no value.
+    let absent: Vec<Option<f64>> = q
+        .metrics
+        .iter()
+        .map(|m| (!m.is_nullable()).then_some(0.0))
+        .collect();
     let results = rows
         .main
         .iter()
         .map(|row| {
             let comparison = comparison_rows.map(|_| {
                 let k = key(row, labels);
-                let zeros = vec![0.0; q.metrics.len()];
                 let old = by_key
                     .get(&k)
                     .map(|r| r.metrics.as_slice())
-                    .unwrap_or(&zeros);
+                    .unwrap_or(&absent);
                 let dimensions = row
                     .dimensions
                     .iter()
@@ -271,7 +282,10 @@ pub fn respond(plan: &QueryPlan, rows: &QueryRows) -> Result<Response, StatsErro
                         .metrics
                         .iter()
                         .zip(old.iter().zip(&row.metrics))
-                        .map(|(m, (o, n))| change(*m, rounded(*m, *o), rounded(*m, *n)))
+                        .map(|(m, (o, n))| match (o, n) {
+                            (Some(o), Some(n)) => change(*m, rounded(*m, *o), rounded(*m, *n)),
+                            _ => None,
+                        })
                         .collect(),
                 }
             });
@@ -411,11 +425,11 @@ mod tests {
             [
                 Row {
                     dimensions: vec!["DE".into(), "2024-03-31".into()],
-                    metrics: vec![12.0, 33.0, 1.5]
+                    metrics: vec![Some(12.0), Some(33.0), Some(1.5)]
                 },
                 Row {
                     dimensions: vec!["".into(), "2024-04-01".into()],
-                    metrics: vec![3.0, 0.0, 2.25]
+                    metrics: vec![Some(3.0), Some(0.0), Some(2.25)]
                 },
             ]
         );
@@ -482,7 +496,7 @@ mod tests {
     fn row(dims: &[&str], metrics: &[f64]) -> Row {
         Row {
             dimensions: dims.iter().map(|d| d.to_string()).collect(),
-            metrics: metrics.to_vec(),
+            metrics: metrics.iter().copied().map(Some).collect(),
         }
     }
 
@@ -630,6 +644,49 @@ mod tests {
             serde_json::to_value(&r.results).unwrap(),
             json!([{"metrics": [120, 2.5], "dimensions": [],
                     "comparison": {"dimensions": [], "metrics": [100, 2.0], "change": [20, 25]}}])
+        );
+    }
+
+    #[test]
+    fn a_web_vital_without_measurements_is_null_and_has_no_change() {
+        let p = planned(
+            json!({"metrics": ["events", "lcp_p75", "cls_p75"], "dimensions": ["event:page"],
+                   "include": {"comparisons": {"mode": "previous_period"}}}),
+            "UTC",
+        );
+        let main = decode_rows(
+            p.main(),
+            br#"{"d0":"/","events":"4","lcp_p75":2512.5,"cls_p75":0.1234}
+{"d0":"/a","events":"1","lcp_p75":null,"cls_p75":null}
+{"d0":"/b","events":"2","lcp_p75":900,"cls_p75":0}"#,
+        )
+        .unwrap();
+        assert_eq!(main[1].metrics, [Some(1.0), None, None]);
+        let comparison = vec![row(&["/"], &[2.0, 2000.0, 0.1]), {
+            let mut r = row(&["/a"], &[3.0, 0.0, 0.0]);
+            r.metrics[1] = None;
+            r
+        }];
+        let r = respond(
+            &p,
+            &QueryRows {
+                main,
+                total_rows: None,
+                comparison: Some(comparison),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            serde_json::to_value(&r.results).unwrap(),
+            json!([
+                {"metrics": [4, 2513, 0.123], "dimensions": ["/"],
+                 "comparison": {"dimensions": ["/"], "metrics": [2, 2000, 0.1], "change": [100, 26, 23]}},
+                {"metrics": [1, null, null], "dimensions": ["/a"],
+                 "comparison": {"dimensions": ["/a"], "metrics": [3, null, 0.0], "change": [-67, null, null]}},
+                // No twin: nothing counted then, so no percentile either.
+                {"metrics": [2, 900, 0.0], "dimensions": ["/b"],
+                 "comparison": {"dimensions": ["/b"], "metrics": [0, null, null], "change": [100, null, null]}}
+            ])
         );
     }
 

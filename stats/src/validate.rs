@@ -546,6 +546,17 @@ mod tests {
         }
         // visits by an event dimension is fine: the visits that had such an event.
         assert!(query(json!({"metrics": ["visits"], "dimensions": ["event:page"]})).is_ok());
+        // Web vitals' percentiles are event metrics: by event or visit dimensions, beside
+        // visit measures, filtered by anything.
+        assert!(query(
+            json!({"metrics": ["lcp_p75", "cls_p75", "inp_p75"], "dimensions": ["event:page"]})
+        )
+        .is_ok());
+        assert!(query(
+            json!({"metrics": ["bounce_rate", "lcp_p75"], "dimensions": ["visit:device"],
+                             "filters": [["is", "event:page", ["/"]]]})
+        )
+        .is_ok());
         // Session measures filtered by an event dimension are fine too.
         assert!(query(
             json!({"metrics": ["bounce_rate"], "filters": [["is", "event:page", ["/"]]]})
