@@ -3,10 +3,11 @@
 //! metrics.
 //!
 //! A request with an API key (`api_key` in the body, or `Authorization: Bearer rb_…`) is
-//! on the key path: the key is checked, then its rate limits. A request with no key at
-//! all is a browser event: it is accepted only from an origin the site lists, answered
-//! with CORS headers for that exact origin, limited per client address and site, and may
-//! not name its own IP or user agent (docs/design.md, "Browser path").
+//! on the key path: the key is checked, then its rate limits. A request with no key but an
+//! `Origin` is a browser event: it is accepted only from an origin the site lists,
+//! answered with CORS headers for that exact origin, limited per client address and site,
+//! and may not name its own IP or user agent (docs/design.md, "Browser path"). A request
+//! with neither is an invalid payload: `api_key` is missing.
 
 use crate::api::{self, BatchItem, BatchResponse, IngestError};
 use crate::auth::KeyCheck;
@@ -148,15 +149,39 @@ enum Credential<'a> {
 }
 
 /// The body's `api_key` when the body has one (even `null` counts as none), else a Bearer
-/// key, else the browser path.
-fn credential<'a>(body_key: Option<&'a Field<'a>>, client: &Client<'a>) -> Credential<'a> {
+/// key, else the browser path when the request has an `Origin`. `None` when it has none:
+/// browsers send `Origin` with every POST, so a request with neither a key nor an origin
+/// comes from a server that forgot its key, and is told so (`require_key`) rather than
+/// sent down the browser path to a 403 about origins.
+fn credential<'a>(body_key: Option<&'a Field<'a>>, client: &Client<'a>) -> Option<Credential<'a>> {
     match body_key {
-        Some(Field::Null) | None => match client.bearer {
-            Some(key) => Credential::Key(Some(key)),
-            None => Credential::Browser,
+        Some(Field::Null) | None => match (client.bearer, client.origin) {
+            (Some(key), _) => Some(Credential::Key(Some(key))),
+            (None, Some(_)) => Some(Credential::Browser),
+            (None, None) => None,
         },
-        Some(field) => Credential::Key(field.as_str()),
+        Some(field) => Some(Credential::Key(field.as_str())),
     }
+}
+
+/// What `fieldErrors.api_key` says to a request with neither a key nor an `Origin`.
+const MISSING_KEY: &str =
+    "api_key is required: send it in the body or as Authorization: Bearer rb_…";
+
+/// The payload's validation, with a missing key as one more field error: every problem of
+/// a payload is reported in one answer, the missing key among them.
+fn require_key<'a, T>(
+    credential: Option<Credential<'a>>,
+    validated: Result<T, ValidationErrors>,
+) -> Result<(T, Credential<'a>), IngestError> {
+    let mut errors = match (credential, validated) {
+        (Some(credential), Ok(v)) => return Ok((v, credential)),
+        (Some(_), Err(errors)) => return Err(IngestError::InvalidPayload(errors)),
+        (None, Ok(_)) => ValidationErrors::default(),
+        (None, Err(errors)) => errors,
+    };
+    errors.field("api_key", MISSING_KEY);
+    Err(IngestError::InvalidPayload(errors))
 }
 
 /// A request that may send for its site.
@@ -472,16 +497,9 @@ async fn track_one<S: Backends>(
     let body = read_body(st, headers, body, st.cfg.max_body_bytes).await?;
     let mut fields = fields::parse_event(&body)?;
     let api_key = fields.api_key.take();
-    let ev = validate_event(fields).map_err(IngestError::InvalidPayload)?;
-    let who = admit(
-        st,
-        credential(api_key.as_ref(), client),
-        ev.site_id,
-        1,
-        client,
-        cors,
-    )
-    .await?;
+    let (ev, credential) =
+        require_key(credential(api_key.as_ref(), client), validate_event(fields))?;
+    let who = admit(st, credential, ev.site_id, 1, client, cors).await?;
     if suppressed(st, &ev) {
         return Ok(api::success());
     }
@@ -541,7 +559,10 @@ async fn track_many<S: Backends>(
         sent_at: batch.sent_at,
         ..EventFields::default()
     };
-    let envelope = validate_event(envelope).map_err(IngestError::InvalidPayload)?;
+    let (envelope, credential) = require_key(
+        credential(batch.api_key.as_ref(), client),
+        validate_event(envelope),
+    )?;
     let site_id = envelope.site_id;
     let checked: Vec<Result<TrackEvent<'_>, ValidationErrors>> = events
         .into_iter()
@@ -553,15 +574,7 @@ async fn track_many<S: Backends>(
         })
         .collect();
     let valid = checked.iter().filter(|c| c.is_ok()).count() as u32;
-    let who = admit(
-        st,
-        credential(batch.api_key.as_ref(), client),
-        site_id,
-        valid,
-        client,
-        cors,
-    )
-    .await?;
+    let who = admit(st, credential, site_id, valid, client, cors).await?;
     let received_at = now_ms();
     let mut results: Vec<Option<BatchItem>> = Vec::with_capacity(checked.len());
     let mut pending = Vec::new();
@@ -690,16 +703,11 @@ async fn identify_one<S: Backends>(
     let body = read_body(st, headers, body, st.cfg.max_body_bytes).await?;
     let mut fields = fields::parse_identify(&body)?;
     let api_key = fields.api_key.take();
-    let id = validate_identify(fields).map_err(IngestError::InvalidPayload)?;
-    let who = admit(
-        st,
+    let (id, credential) = require_key(
         credential(api_key.as_ref(), client),
-        id.site_id,
-        0,
-        client,
-        cors,
-    )
-    .await?;
+        validate_identify(fields),
+    )?;
+    let who = admit(st, credential, id.site_id, 0, client, cors).await?;
     if who.browser {
         let takes_identify = st
             .auth

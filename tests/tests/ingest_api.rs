@@ -68,8 +68,20 @@ async fn invalid_api_key_is_401() {
     }
     let (status, _) = post(json!({"api_key": other_key, "site_id": other_site})).await;
     assert_eq!(status, 200);
-    // No key at all is a browser event, and without an Origin the site lists it is 403.
+    // No key and no Origin is a server that forgot its key, not a browser: a 400 that
+    // names the missing key. With an Origin the site does not list, it is the browser
+    // path's 403.
     let (status, b) = post(json!({"site_id": f.site_id})).await;
+    assert_eq!(status, 400, "{b}");
+    assert_eq!(b["success"], json!(false));
+    assert!(b["details"]["fieldErrors"]["api_key"].is_array(), "{b}");
+    let body = serde_json::to_vec(&json!({"site_id": f.site_id})).unwrap();
+    let (status, _, b) = post_raw(
+        "/api/track",
+        body,
+        &[("origin", "https://not-the-site.example")],
+    )
+    .await;
     assert_eq!(status, 403, "{b}");
     assert_eq!(b["success"], json!(false));
 }

@@ -1,5 +1,5 @@
-//! The browser path (docs/security.md, "The browser path"): a request with no key at all
-//! is accepted only from an origin its site lists, answered with CORS for that exact
+//! The browser path (docs/security.md, "The browser path"): a request with no key and an
+//! `Origin` is accepted only from an origin its site lists, answered with CORS for that exact
 //! origin, limited per client address and site, and may not name its own IP or user
 //! agent; CORS preflights are answered for any listed origin.
 
@@ -106,11 +106,11 @@ async fn subdomains_only_where_the_site_allows_them_and_hosts_match_exactly() {
 }
 
 #[tokio::test]
-async fn no_origin_or_an_unlisted_one_is_403_without_cors() {
+async fn an_unlisted_or_null_origin_is_403_without_cors() {
     let ingest = TestIngest::new();
     let doc = openapi::document();
     for path in ["/api/track", "/api/track/batch", "/api/identify"] {
-        for origin in [None, Some("https://attacker.example")] {
+        for origin in [Some("https://attacker.example"), Some("null")] {
             let r = beacon(&ingest, path, SITE, origin).await;
             assert_eq!(r.status, 403, "{path} from {origin:?}");
             assert_eq!(
@@ -125,6 +125,61 @@ async fn no_origin_or_an_unlisted_one_is_403_without_cors() {
     let r = beacon(&ingest, "/api/track", 4_000_000_000, Some(SHOP)).await;
     assert_eq!(r.status, 403);
     assert!(ingest.sink().messages().is_empty());
+}
+
+/// Browsers send `Origin` with every POST: a request with neither a key nor an origin
+/// is a server that forgot its key, and hears so as a validation error, not about origins.
+#[tokio::test]
+async fn no_key_and_no_origin_is_a_400_that_names_the_missing_key() {
+    let ingest = TestIngest::builder()
+        .config(|c| {
+            c.auth_failure_burst = 1;
+            c.auth_failures_per_minute = 1;
+        })
+        .build();
+    let doc = openapi::document();
+    for path in ["/api/track", "/api/track/batch", "/api/identify"] {
+        for _ in 0..3 {
+            let r = beacon(&ingest, path, SITE, None).await;
+            assert_eq!(r.status, 400, "{path}: {:?}", r.json());
+            assert_eq!(r.error(), "Invalid payload");
+            let api_key = &r.json()["details"]["fieldErrors"]["api_key"];
+            assert!(
+                api_key[0]
+                    .as_str()
+                    .is_some_and(|m| m.contains("api_key is required")),
+                "{path}: {api_key}"
+            );
+            openapi::assert_documented(&doc, path, 400, &r.json());
+            assert_no_cors(&r);
+        }
+    }
+    // Every problem of the payload in one answer, the missing key among them.
+    let r = ingest
+        .post_json("/api/track", &json!({"site_id": "x", "pathname": "/a"}))
+        .await;
+    assert_eq!(r.status, 400);
+    let fields = &r.json()["details"]["fieldErrors"];
+    assert!(
+        fields["api_key"].is_array() && fields["site_id"].is_array(),
+        "{fields}"
+    );
+    // A validation error costs the address no rejection token: a browser still gets in.
+    assert_eq!(
+        beacon(&ingest, "/api/track", SITE, Some(SHOP)).await.status,
+        200
+    );
+    // A key in the header is a key: the same request with it is taken.
+    let bearer = format!("Bearer {}", key_of(SITE));
+    let r = ingest
+        .post(
+            "/api/track",
+            json!({"site_id": SITE, "pathname": "/a"}).to_string(),
+            &[("authorization", bearer.as_str())],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    assert_eq!(ingest.sink().events().len(), 2);
 }
 
 #[tokio::test]

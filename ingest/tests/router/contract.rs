@@ -185,12 +185,22 @@ async fn invalid_keys_are_401_in_one_shape() {
         );
         openapi::assert_documented(&doc, "/api/track", 401, &r.json());
     }
-    // No key at all is a browser event, and without an Origin the site lists it is 403.
+    // No key with an Origin is a browser event, and from an origin the site does not
+    // list it is 403; no key and no Origin is a server without its key: a 400 saying so.
     let r = ingest
-        .post_json("/api/track", &json!({"site_id": SITE}))
+        .post(
+            "/api/track",
+            json!({"site_id": SITE}).to_string(),
+            &[("origin", "https://attacker.example")],
+        )
         .await;
     assert_eq!(r.status, 403, "{:?}", r.json());
     assert_eq!(r.json()["success"], false);
+    let r = ingest
+        .post_json("/api/track", &json!({"site_id": SITE}))
+        .await;
+    assert_eq!(r.status, 400, "{:?}", r.json());
+    assert!(r.json()["details"]["fieldErrors"]["api_key"].is_array());
 }
 
 #[tokio::test]
@@ -661,6 +671,11 @@ async fn responses_match_the_openapi_document() {
         ("/api/track", " ".repeat(70_000), &[]),
         ("/api/track", "{}".into(), &[("content-encoding", "br")]),
         ("/api/track", json!({"site_id": SITE}).to_string(), &[]),
+        (
+            "/api/track",
+            json!({"site_id": SITE}).to_string(),
+            &[("origin", "https://attacker.example")],
+        ),
         ("/api/track/batch", batch(json!([{}, {"type": 1}])), &[]),
         ("/api/track/batch", batch(json!([{}])), &[]),
         ("/api/track/batch", batch(json!({})), &[]),
@@ -688,7 +703,7 @@ async fn responses_match_the_openapi_document() {
     }
     assert_eq!(
         statuses,
-        [200, 400, 400, 401, 404, 413, 415, 403, 200, 200, 400, 415, 200, 400]
+        [200, 400, 400, 401, 404, 413, 415, 400, 403, 200, 200, 400, 415, 200, 400]
     );
 }
 
