@@ -21,7 +21,7 @@ use rivulet_stats::Request;
 use serde_json::{json, Value};
 
 /// A card of breakdowns: its name, its URL key, and its tabs (dimension, label, the
-/// column's heading, a second metric if the tab shows one, and a filter it adds).
+/// column's heading, the metrics the tab shows beside visitors, and a filter it adds).
 pub struct Card {
     pub key: &'static str,
     pub title: &'static str,
@@ -33,8 +33,8 @@ pub struct Tab {
     pub label: &'static str,
     pub dimension: &'static str,
     pub heading: &'static str,
-    /// The metric shown beside visitors.
-    pub second: Option<(&'static str, &'static str)>,
+    /// The metrics shown beside visitors, each with its column's heading.
+    pub more: &'static [(&'static str, &'static str)],
     /// Events of this type only (`event:type`).
     pub only_type: Option<&'static str>,
 }
@@ -50,7 +50,7 @@ const fn tab(
         label,
         dimension,
         heading,
-        second: None,
+        more: &[],
         only_type: None,
     }
 }
@@ -74,7 +74,7 @@ pub const CARDS: [Card; 5] = [
         title: "Pages",
         tabs: &[
             Tab {
-                second: Some(("pageviews", "Pageviews")),
+                more: &[("pageviews", "Pageviews")],
                 only_type: Some("pageview"),
                 ..tab("page", "Top pages", "event:page", "Page")
             },
@@ -113,13 +113,25 @@ pub const CARDS: [Card; 5] = [
         title: "Events",
         tabs: &[
             Tab {
-                second: Some(("events", "Events")),
+                more: &[("events", "Events")],
                 only_type: Some("custom_event"),
                 ..tab("name", "Custom events", "event:name", "Event")
             },
             Tab {
-                second: Some(("events", "Events")),
+                more: &[("events", "Events")],
                 ..tab("type", "Event types", "event:type", "Type")
+            },
+            // Per page, from the `performance` events: how many page loads were measured,
+            // and the 75th percentile of each Core Web Vital.
+            Tab {
+                more: &[
+                    ("events", "Page loads"),
+                    ("lcp_p75", "LCP p75"),
+                    ("cls_p75", "CLS p75"),
+                    ("inp_p75", "INP p75"),
+                ],
+                only_type: Some("performance"),
+                ..tab("vitals", "Web vitals", "event:page", "Page")
             },
         ],
     },
@@ -205,7 +217,7 @@ pub fn breakdown_request(
         extra.push(json!(["contains", dimension, [s], {"case_sensitive": false}]));
     }
     let metrics: Vec<&str> = std::iter::once("visitors")
-        .chain(tab.second.map(|(m, _)| m))
+        .chain(tab.more.iter().map(|(m, _)| *m))
         .chain(std::iter::once("percentage"))
         .collect();
     let dims = [dimension.as_str()];
@@ -493,7 +505,10 @@ fn filter_bar(view: &View, base: &str) -> Markup {
 
 /// A metric's value as the page shows it.
 fn show(metric: &str, v: &Value) -> String {
-    let n = v.as_f64().unwrap_or(0.0);
+    // A web vital's percentile over no measurement.
+    let Some(n) = v.as_f64() else {
+        return "—".into();
+    };
     match metric {
         "bounce_rate" => format!("{n:.0}%"),
         "visit_duration" => {
@@ -506,6 +521,8 @@ fn show(metric: &str, v: &Value) -> String {
         }
         "views_per_visit" => format!("{n:.2}"),
         "percentage" => format!("{n:.1}%"),
+        "cls_p75" => format!("{n:.3}"),
+        "lcp_p75" | "inp_p75" | "fcp_p75" | "ttfb_p75" => format!("{} ms", thousands(n as u64)),
         _ => thousands(n as u64),
     }
 }
@@ -713,7 +730,6 @@ fn rows_table(
         (Some(p), true) => format!("event:props:{p}"),
         _ => t.dimension.to_string(),
     };
-    let second = t.second;
     let heading = if dimension.starts_with("event:props:") {
         dimension_label(&dimension)
     } else {
@@ -724,7 +740,7 @@ fn rows_table(
             p.muted { "Nothing in this range." }
         } @else {
             (layout::scroll(html! { table.breakdown-rows {
-                thead { tr { th { (heading) } th.num { "Visitors" } @if let Some((_, l)) = second { th.num { (l) } } } }
+                thead { tr { th { (heading) } th.num { "Visitors" } @for (_, l) in t.more { th.num { (l) } } } }
                 tbody {
                     @for row in &r.results {
                         @let label = row.dimensions.first().cloned().unwrap_or_default();
@@ -739,7 +755,9 @@ fn rows_table(
                                 a.filter-link href=(view.with_filter(&dimension, &label).href(base, |_| {})) title=(format!("Filter by {label}")) { (label) }
                             }
                             td.num { (row.metrics.first().map_or("—".into(), |v| show("visitors", v))) }
-                            @if second.is_some() { td.num { (row.metrics.get(1).map_or("—".into(), |v| show("events", v))) } }
+                            @for (i, (m, _)) in t.more.iter().enumerate() {
+                                td.num { (row.metrics.get(i + 1).map_or("—".into(), |v| show(m, v))) }
+                            }
                         }
                     }
                 }
@@ -863,9 +881,7 @@ pub async fn export_csv(
     let mut out = String::new();
     let heading = prop.map_or(t.heading.to_string(), |p| format!("property {p}"));
     let mut head = vec![heading.to_lowercase(), "visitors".to_string()];
-    if let Some((m, _)) = t.second {
-        head.push(m.to_string());
-    }
+    head.extend(t.more.iter().map(|(m, _)| m.to_string()));
     head.push("percentage".into());
     out.push_str(&head.join(","));
     out.push('\n');
@@ -873,7 +889,11 @@ pub async fn export_csv(
         let mut cells = vec![crate::export::csv_text(
             row.dimensions.first().map_or("", |s| s.as_str()),
         )];
-        cells.extend(row.metrics.iter().map(|v| v.to_string()));
+        // A percentile without a measurement is an empty cell, not the text "null".
+        cells.extend(row.metrics.iter().map(|v| match v {
+            Value::Null => String::new(),
+            v => v.to_string(),
+        }));
         out.push_str(&cells.join(","));
         out.push('\n');
     }
