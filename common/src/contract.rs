@@ -11,7 +11,7 @@
 //! Feature-free: it needs none of the crate's client features (ClickHouse, Kafka, Redis),
 //! so that the importer links nothing more to use it.
 
-use crate::event::EventType;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -28,6 +28,50 @@ pub const EVENT_TYPES: [&str; 9] = [
     "form_submit",
     "input_change",
 ];
+
+/// The kinds of event: the tracking API's two, and the browser's (Rybbit's current types).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventType {
+    #[default]
+    Pageview,
+    CustomEvent,
+    /// Web vitals of one page (`lcp`, `cls`, `inp`, `fcp`, `ttfb`).
+    Performance,
+    /// A click on a link to another site.
+    Outbound,
+    /// An uncaught error; `event_name` is its type.
+    Error,
+    ButtonClick,
+    Copy,
+    FormSubmit,
+    InputChange,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 9] = [
+        EventType::Pageview,
+        EventType::CustomEvent,
+        EventType::Performance,
+        EventType::Outbound,
+        EventType::Error,
+        EventType::ButtonClick,
+        EventType::Copy,
+        EventType::FormSubmit,
+        EventType::InputChange,
+    ];
+
+    /// The type's name on the wire ([`EVENT_TYPES`], which lists them in the order of
+    /// [`EventType::ALL`]).
+    pub fn as_str(self) -> &'static str {
+        EVENT_TYPES[self as usize]
+    }
+
+    /// The type named `name` on the wire, if there is one.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+}
 
 /// Maximum length in characters (Unicode scalar values) of each string field: the
 /// tracking API's for `page_title`, `referrer`, `user_id`, `user_agent`, `event_name` and

@@ -10,49 +10,9 @@ use uuid::Uuid;
 /// Version of the `RawEvent` message format. The enricher sends any other to the DLQ.
 pub const RAW_EVENT_VERSION: u32 = 1;
 
-/// The kinds of event: the tracking API's two, and the browser's (Rybbit's current types).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventType {
-    #[default]
-    Pageview,
-    CustomEvent,
-    /// Web vitals of one page (`lcp`, `cls`, `inp`, `fcp`, `ttfb`).
-    Performance,
-    /// A click on a link to another site.
-    Outbound,
-    /// An uncaught error; `event_name` is its type.
-    Error,
-    ButtonClick,
-    Copy,
-    FormSubmit,
-    InputChange,
-}
-
-impl EventType {
-    pub const ALL: [EventType; 9] = [
-        EventType::Pageview,
-        EventType::CustomEvent,
-        EventType::Performance,
-        EventType::Outbound,
-        EventType::Error,
-        EventType::ButtonClick,
-        EventType::Copy,
-        EventType::FormSubmit,
-        EventType::InputChange,
-    ];
-
-    /// The type's name on the wire (`contract::EVENT_TYPES`, which lists them in the
-    /// order of [`EventType::ALL`]).
-    pub fn as_str(self) -> &'static str {
-        crate::contract::EVENT_TYPES[self as usize]
-    }
-
-    /// The type named `name` on the wire, if there is one.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == name)
-    }
-}
+/// The kinds of event are the wire contract's; defined there, with their names, and used
+/// here in the message.
+pub use crate::contract::EventType;
 
 /// The Kafka message value on `events.raw` (JSON, `"v":1`).
 ///

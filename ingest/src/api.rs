@@ -1,8 +1,8 @@
 //! The wire contract of ingest in one place: response bodies and the error enum, with
 //! each variant mapped to exactly one HTTP status (docs/design.md, "Wire contract").
 
+use crate::event::errors::ValidationErrors;
 use crate::event::fields::BodyError;
-use crate::event::validate::ValidationErrors;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;

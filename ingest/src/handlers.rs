@@ -11,9 +11,10 @@
 
 use crate::api::{self, BatchItem, BatchResponse, IngestError};
 use crate::auth::KeyCheck;
+use crate::event::errors::ValidationErrors;
 use crate::event::fields::{self, EventFields, Events, Field, Item};
 use crate::event::identify::{validate_identify, Identify};
-use crate::event::validate::{effective_timestamp, validate_event, ValidationErrors};
+use crate::event::validate::{effective_timestamp, validate_event};
 use crate::event::TrackEvent;
 use crate::profile_caps::{self, CapVerdict, ProfileCaps, ProfileWrite};
 use crate::rate_limit::{Limiter, Verdict};

@@ -51,6 +51,11 @@ impl Field<'_> {
     }
 }
 
+/// A field's value, treating JSON `null` as absent.
+pub(crate) fn present(v: Option<Field<'_>>) -> Option<Field<'_>> {
+    v.filter(|v| *v != Field::Null)
+}
+
 /// The known fields of one tracking event, as sent. `None`: the field was absent.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct EventFields<'a> {

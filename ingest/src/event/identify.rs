@@ -2,11 +2,10 @@
 //! "Identify"). Its body is read like an event's (`fields::parse_identify`) and checked
 //! here, reporting every problem at once in the same shape.
 
+use crate::event::errors::ValidationErrors;
 use crate::event::fields::{IdentifyFields, RawJson};
 use crate::event::properties::read_map;
-use crate::event::validate::{
-    event_id, longer_than, site_id, string_field, timestamp, ValidationErrors,
-};
+use crate::event::validate::{event_id, longer_than, site_id, string_field, timestamp};
 use std::borrow::Cow;
 use uuid::Uuid;
 
@@ -39,7 +38,7 @@ pub fn validate_identify(f: IdentifyFields<'_>) -> Result<Identify<'_>, Validati
         string_field("anonymous_id", f.anonymous_id, &mut errs).filter(|a| !a.is_empty());
     let traits = traits(f.traits, &mut errs);
     let event_id = event_id(f.event_id, &mut errs);
-    let timestamp_ms = timestamp(crate::event::validate::present(f.timestamp), &mut errs);
+    let timestamp_ms = timestamp(crate::event::fields::present(f.timestamp), &mut errs);
     match user_id {
         Some(user_id) if errs.is_empty() => Ok(Identify {
             site_id,

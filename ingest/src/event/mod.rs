@@ -1,6 +1,7 @@
 //! A tracking event as a client sends it: its body read into known fields (`fields`),
 //! checked against the wire contract (`validate`), and the result, a [`TrackEvent`].
 
+pub mod errors;
 pub mod fields;
 pub mod identify;
 pub mod properties;

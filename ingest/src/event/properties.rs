@@ -2,8 +2,8 @@
 //! (docs/design.md, "Event types"), and the reading of other small JSON values
 //! (`feature_flags`, identify's `traits`) without building them.
 
-use crate::event::fields::Field;
-use crate::event::validate::{longer_than, present, ValidationErrors};
+use crate::event::errors::ValidationErrors;
+use crate::event::fields::{present, Field};
 use rivulet_common::contract;
 use rivulet_common::event::EventType;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -39,7 +39,7 @@ pub fn check<'a>(
         }
     };
     let max = contract::properties_limit(kind);
-    if longer_than(&text, max) {
+    if contract::longer_than(&text, max) {
         errs.field(
             "properties",
             format!("properties must be at most {max} characters"),
@@ -78,7 +78,7 @@ pub fn check_string_map(
     value_limit: usize,
 ) -> Result<(), String> {
     read_map(json, max_entries, key_limit, |value| match value {
-        Field::Str(s) if !longer_than(&s, value_limit) => Ok(()),
+        Field::Str(s) if !contract::longer_than(&s, value_limit) => Ok(()),
         Field::Str(_) => Err(format!("values must be at most {value_limit} characters")),
         _ => Err("values must be strings".into()),
     })
@@ -114,7 +114,7 @@ pub fn read_map(
                 }
                 if n > self.max_entries {
                     problem = Some(format!("must have at most {} entries", self.max_entries));
-                } else if longer_than(&key, self.key_limit) {
+                } else if contract::longer_than(&key, self.key_limit) {
                     problem = Some(format!(
                         "keys must be at most {} characters",
                         self.key_limit

@@ -6,14 +6,13 @@
 //! `fieldErrors` keyed by field name and `formErrors` for rules that span fields. Unknown fields never
 //! reach it: they are ignored.
 
-use crate::event::fields::{EventFields, Field, RawJson};
+use crate::event::errors::ValidationErrors;
+use crate::event::fields::{present, EventFields, Field, RawJson};
 use crate::event::properties;
 use crate::event::TrackEvent;
 use rivulet_common::contract;
 use rivulet_common::event::{EventType, Vitals};
-use serde::Serialize;
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 use uuid::Uuid;
 
@@ -32,27 +31,6 @@ pub const ERROR_EVENT_NEEDS_NAME: &str = "Error events require event_name (the e
 pub use rivulet_common::contract::{
     CORRECTED_MAX_FUTURE_MS, TIMESTAMP_MAX_FUTURE_MS, TIMESTAMP_MAX_PAST_MS,
 };
-
-/// `details` of a 400 response.
-#[derive(Debug, Default, Clone, PartialEq, Serialize)]
-pub struct ValidationErrors {
-    #[serde(rename = "fieldErrors")]
-    pub field_errors: BTreeMap<String, Vec<String>>,
-    #[serde(rename = "formErrors")]
-    pub form_errors: Vec<String>,
-}
-
-impl ValidationErrors {
-    pub(crate) fn field(&mut self, name: &str, msg: impl Into<String>) {
-        self.field_errors
-            .entry(name.to_string())
-            .or_default()
-            .push(msg.into());
-    }
-    pub fn is_empty(&self) -> bool {
-        self.field_errors.is_empty() && self.form_errors.is_empty()
-    }
-}
 
 /// Checks one event. On success the returned event holds only known, valid fields,
 /// its strings still borrowed from the request body where they were. `api_key` is not
@@ -142,11 +120,6 @@ fn type_message() -> String {
         .map(|t| format!("\"{t}\""))
         .collect();
     format!("type must be one of {}", names.join(", "))
-}
-
-/// A field's value, treating JSON `null` as absent.
-pub(crate) fn present(v: Option<Field<'_>>) -> Option<Field<'_>> {
-    v.filter(|v| *v != Field::Null)
 }
 
 /// The limit of a string field, by its JSON name.
