@@ -256,6 +256,32 @@ const PAGES: [&str; 7] = [
     "/blog",
 ];
 
+/// The web vitals of an event, drawn from its id (so that the dataset's other draws stay
+/// as they were): a `performance` event's, each measured or not as browsers do (INP only
+/// after an interaction); now and then one on another type of event, which is no
+/// measurement (docs: "Web vitals"). LCP and FCP in half milliseconds, so that rounding
+/// meets ties; CLS to the thousandth.
+fn vitals(kind: &str, id: Uuid) -> EventRow {
+    let (a, b) = id.as_u64_pair();
+    let mut r = Rng::new(a ^ b.rotate_left(17));
+    let performance = kind == "performance";
+    if !performance && !r.chance(5) {
+        return EventRow::default();
+    }
+    let mut measured = |percent: u64, from: u64, span: u64, scale: f64| {
+        r.chance(percent)
+            .then(|| (from + r.below(span)) as f64 / scale)
+    };
+    EventRow {
+        lcp: measured(90, 400, 10_000, 2.0),
+        cls: measured(85, 0, 400, 1000.0),
+        inp: measured(50, 16, 600, 1.0),
+        fcp: measured(90, 200, 6_000, 2.0),
+        ttfb: measured(95, 10, 900, 1.0),
+        ..EventRow::default()
+    }
+}
+
 /// One event of a visit: seconds after the previous one, type, name, properties, page.
 #[derive(Clone)]
 struct Step {
@@ -472,8 +498,7 @@ impl Writer<'_> {
                 device_type: p.device.into(),
                 is_bot: u8::from(matches!(p.who, Who::Bot)),
                 anonymous_id: anonymous_id.into(),
-                lcp: (step.kind == "performance").then_some(1800.0),
-                ..EventRow::default()
+                ..vitals(step.kind, event_id)
             });
             if step.kind == "pageview" {
                 previous = step.page;
@@ -823,13 +848,21 @@ impl Dataset {
         rows.sort_by(|a, b| {
             for (key, asc) in &order {
                 let c = match key {
-                    OrderKey::Metric(i) => a.raw[*i]
-                        .value()
-                        .partial_cmp(&b.raw[*i].value())
-                        .unwrap_or(Ordering::Equal),
-                    OrderKey::Dim(i) => a.dims[*i].cmp(&b.dims[*i]),
+                    OrderKey::Metric(i) => match (a.raw[*i].value(), b.raw[*i].value()) {
+                        (Some(x), Some(y)) => {
+                            let c = x.partial_cmp(&y).unwrap_or(Ordering::Equal);
+                            if *asc {
+                                c
+                            } else {
+                                c.reverse()
+                            }
+                        }
+                        // No value (a percentile of nothing) comes last either way.
+                        (x, y) => x.is_none().cmp(&y.is_none()),
+                    },
+                    OrderKey::Dim(i) if *asc => a.dims[*i].cmp(&b.dims[*i]),
+                    OrderKey::Dim(i) => b.dims[*i].cmp(&a.dims[*i]),
                 };
-                let c = if *asc { c } else { c.reverse() };
                 if c != Ordering::Equal {
                     return c;
                 }
@@ -902,14 +935,13 @@ impl Dataset {
                             }
                         })
                         .collect();
-                    let zero = Raw::count(0);
-                    let old: Vec<(Value, f64)> = q
+                    let old: Vec<(Value, Option<f64>)> = q
                         .metrics
                         .iter()
                         .enumerate()
-                        .map(|(i, m)| shown(m, twin.map_or(&zero, |t| &t.raw[i])))
+                        .map(|(i, m)| shown(m, &twin.map_or(Raw::absent(m), |t| t.raw[i])))
                         .collect();
-                    let new: Vec<f64> = q
+                    let new: Vec<Option<f64>> = q
                         .metrics
                         .iter()
                         .zip(&row.raw)
@@ -1030,6 +1062,13 @@ impl Dataset {
             if !person.is_empty() {
                 acc.persons.insert(person);
             }
+            if e.event_type == "performance" {
+                for (vital, value) in VITALS.iter().zip([e.lcp, e.cls, e.inp, e.fcp, e.ttfb]) {
+                    if let Some(v) = value {
+                        acc.vitals.entry(vital).or_default().push(v);
+                    }
+                }
+            }
         }
         if q.dims.is_empty() {
             groups.entry(Vec::new()).or_default();
@@ -1063,7 +1102,12 @@ impl Dataset {
                             Raw::ratio(visits.iter().map(|v| v.duration as u128).sum(), n)
                         }
                         "percentage" => Raw::ratio(100 * acc.visitors.len() as u128, total),
-                        other => panic!("the evaluator knows no metric {other}"),
+                        other => match other.strip_suffix("_p75") {
+                            Some(vital) if VITALS.contains(&vital) => {
+                                Raw::Measured(p75(acc.vitals.get(vital).map_or(&[], |v| v)))
+                            }
+                            _ => panic!("the evaluator knows no metric {other}"),
+                        },
                     })
                     .collect();
                 Row { dims, raw }
@@ -1086,60 +1130,93 @@ struct Acc {
     pageviews: HashSet<Uuid>,
     events: HashSet<Uuid>,
     persons: HashSet<String>,
+    /// Each vital's values, one per `performance` event that measured it.
+    vitals: HashMap<&'static str, Vec<f64>>,
 }
 
-/// A metric's exact value, `num / den` (`den` at least 1, as the engine's
-/// `greatest(…, 1)`).
+/// The web vitals, as their columns and metrics (`<vital>_p75`) name them.
+const VITALS: [&str; 5] = ["lcp", "cls", "inp", "fcp", "ttfb"];
+
+/// The 75th percentile as the docs define it ("Web vitals"), which is ClickHouse's
+/// `quantileExact(0.75)`: of the `n` values sorted ascending, the one at 0-based index
+/// ⌊3n / 4⌋; none of none.
+fn p75(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() * 3 / 4).copied()
+}
+
+/// A metric's exact value.
 #[derive(Clone, Copy)]
-struct Raw {
-    num: u128,
-    den: u128,
+enum Raw {
+    /// `num / den` (`den` at least 1, as the engine's `greatest(…, 1)`).
+    Ratio { num: u128, den: u128 },
+    /// A percentile: one of the values as stored, or none without a measurement.
+    Measured(Option<f64>),
 }
 
 impl Raw {
     fn count(n: usize) -> Raw {
-        Raw {
+        Raw::Ratio {
             num: n as u128,
             den: 1,
         }
     }
     fn ratio(num: u128, den: u128) -> Raw {
-        Raw {
+        Raw::Ratio {
             num,
             den: den.max(1),
         }
     }
-    fn value(&self) -> f64 {
-        self.num as f64 / self.den as f64
+    /// A row that has no events: counts 0, percentiles none.
+    fn absent(metric: &str) -> Raw {
+        if metric.ends_with("_p75") {
+            Raw::Measured(None)
+        } else {
+            Raw::count(0)
+        }
     }
-    /// Rounded to `decimals`, half away from zero, exactly: the value times 10^decimals.
-    fn rounded(&self, decimals: u32) -> u128 {
-        let scale = 10u128.pow(decimals);
-        (2 * self.num * scale + self.den) / (2 * self.den)
+    fn value(&self) -> Option<f64> {
+        match *self {
+            Raw::Ratio { num, den } => Some(num as f64 / den as f64),
+            Raw::Measured(v) => v,
+        }
     }
 }
 
 /// A metric as the response shows it (docs: "Metrics": integers, views_per_visit with 2
-/// decimals, percentage with 1), and that value as a number.
-fn shown(metric: &str, raw: &Raw) -> (Value, f64) {
+/// decimals, percentage with 1, cls_p75 with 3; `null` without a value), and that value
+/// as a number. A ratio is rounded exactly, half away from zero; a percentile is a stored
+/// `Float64` rounded in `f64`, half away from zero (the values' ties, `x.5` ms, are exact
+/// there).
+fn shown(metric: &str, raw: &Raw) -> (Value, Option<f64>) {
     let decimals = match metric {
         "views_per_visit" => 2,
         "percentage" => 1,
+        "cls_p75" => 3,
         _ => 0,
     };
-    let k = raw.rounded(decimals);
+    let scale = 10u128.pow(decimals);
+    let k = match *raw {
+        Raw::Ratio { num, den } => (2 * num * scale + den) / (2 * den),
+        Raw::Measured(None) => return (Value::Null, None),
+        Raw::Measured(Some(v)) => (v * scale as f64).round() as u128,
+    };
     if decimals == 0 {
-        (json!(k as u64), k as f64)
+        (json!(k as u64), Some(k as f64))
     } else {
-        let v = k as f64 / 10f64.powi(decimals as i32);
-        (Value::Number(Number::from_f64(v).unwrap()), v)
+        let v = k as f64 / scale as f64;
+        (Value::Number(Number::from_f64(v).unwrap()), Some(v))
     }
 }
 
 /// A comparison's change (docs: "Comparisons"): the relative change in percent of the
 /// shown values, rounded (100 from 0 to anything, 0 from 0 to 0); for bounce_rate the
-/// difference in points, null when the old rate is 0.
-fn change(metric: &str, old: f64, new: f64) -> Value {
+/// difference in points, null when the old rate is 0; null when either has no value.
+fn change(metric: &str, old: Option<f64>, new: Option<f64>) -> Value {
+    let (Some(old), Some(new)) = (old, new) else {
+        return Value::Null;
+    };
     if metric == "bounce_rate" {
         return if old > 0.0 {
             json!((new - old).round() as i64)
@@ -2265,6 +2342,60 @@ pub fn page_queries(site_id: u32) -> Vec<Named> {
     out
 }
 
+/// The web vitals' percentiles (docs: "Web vitals"): every one of them in all, by page as
+/// the dashboard's tab asks, by event type (rows without a measurement: `null`, last in
+/// either order, over pages), by visit dimensions and time, beside visit measures and
+/// users, with comparisons.
+pub fn vital_queries(site_id: u32) -> Vec<Named> {
+    let all = [
+        "events", "lcp_p75", "cls_p75", "inp_p75", "fcp_p75", "ttfb_p75",
+    ];
+    let performance = json!([["is", "event:type", ["performance"]]]);
+    [
+        ("web vitals: totals", json!({"metrics": all})),
+        (
+            "web vitals: by page, the dashboard's tab",
+            json!({"metrics": ["visitors", "events", "lcp_p75", "cls_p75", "inp_p75", "percentage"],
+                   "dimensions": ["event:page"], "filters": performance,
+                   "order_by": [["visitors", "desc"]], "include": {"total_rows": true}}),
+        ),
+        (
+            "web vitals: by event:type, fastest LCP first",
+            json!({"metrics": ["lcp_p75", "events", "inp_p75"], "dimensions": ["event:type"],
+                   "order_by": [["lcp_p75", "asc"]]}),
+        ),
+        (
+            "web vitals: by event:type, slowest INP first, a page",
+            json!({"metrics": ["inp_p75", "cls_p75"], "dimensions": ["event:type"],
+                   "order_by": [["inp_p75", "desc"]], "pagination": {"limit": 3, "offset": 1}}),
+        ),
+        (
+            "web vitals: by visit:device × time:day, from DE",
+            json!({"metrics": ["visitors", "lcp_p75", "cls_p75"], "dimensions": ["visit:device", "time:day"],
+                   "filters": [["is", "visit:country", ["DE"]]]}),
+        ),
+        (
+            "web vitals: beside visit measures and users, by visit:browser",
+            json!({"metrics": ["visits", "bounce_rate", "lcp_p75", "inp_p75", "users"],
+                   "dimensions": ["visit:browser"]}),
+        ),
+        (
+            "web vitals: by page, previous_period",
+            json!({"metrics": ["lcp_p75", "inp_p75", "events"], "dimensions": ["event:page"],
+                   "filters": [["contains", "event:page", ["/"]]],
+                   "include": {"comparisons": {"mode": "previous_period"}}}),
+        ),
+        (
+            "web vitals: totals, year_over_year",
+            json!({"metrics": ["ttfb_p75", "cls_p75", "fcp_p75"],
+                   "include": {"comparisons": {"mode": "year_over_year"}}}),
+        ),
+    ]
+    .into_iter()
+    .map(|(name, fields)| (name.to_string(), query(site_id, fields)))
+    .collect()
+}
+
 /// The whole matrix.
 pub fn all_queries(site_id: u32) -> Vec<Named> {
     [
@@ -2273,6 +2404,7 @@ pub fn all_queries(site_id: u32) -> Vec<Named> {
         filter_queries(site_id),
         comparison_queries(site_id),
         page_queries(site_id),
+        vital_queries(site_id),
     ]
     .concat()
 }
@@ -2448,6 +2580,58 @@ mod tests {
                 .extend(fields.as_object().unwrap().clone());
             f
         }))
+    }
+
+    #[test]
+    fn web_vitals_are_the_p75_of_each_measurement_once() {
+        let mut ds = dataset();
+        let perf = |page: &str, minute: u32, lcp: Option<f64>, cls: Option<f64>| EventRow {
+            lcp,
+            cls,
+            ..event(
+                "b",
+                "u3",
+                "",
+                &format!("2025-10-26T10:{minute:02}:00Z"),
+                "performance",
+                page,
+            )
+        };
+        // "/": LCP 100, 400.5, 300, 200.5 and one not measured: sorted, index
+        // ⌊4 × 3 / 4⌋ = 3, 400.5, shown 401 (half away from zero). CLS of one event, twice
+        // (a copy): 0.0625, shown to the thousandth 0.063 (62.5 is exact in f64).
+        let copied = perf("/", 1, Some(100.0), Some(0.0625));
+        ds.rows.extend([
+            copied.clone(),
+            copied,
+            perf("/", 2, Some(400.5), None),
+            perf("/", 3, Some(300.0), None),
+            perf("/", 4, Some(200.5), None),
+            perf("/", 5, None, None),
+            // "/y": a pageview with an LCP is no measurement.
+            EventRow {
+                lcp: Some(9_999.0),
+                ..event("b", "u3", "", "2025-10-26T10:06:00Z", "pageview", "/y")
+            },
+        ]);
+        let r = ds.expected(&query(
+            1,
+            json!({"date_range": [DST_DAY, DST_DAY], "metrics": ["events", "lcp_p75", "cls_p75"],
+                   "dimensions": ["event:page"], "order_by": [["lcp_p75", "asc"]]}),
+        ));
+        assert_eq!(
+            r["results"],
+            json!([
+                // With the visit's pageview and its vitals event of dataset().
+                {"metrics": [8, 401, 0.063], "dimensions": ["/"]},
+                // "/x" and "/y" have no measurement: null, after every value.
+                {"metrics": [2, null, null], "dimensions": ["/x"]},
+                {"metrics": [1, null, null], "dimensions": ["/y"]}
+            ])
+        );
+        assert_eq!(p75(&[3.0, 1.0, 2.0]), Some(3.0));
+        assert_eq!(p75(&[5.0]), Some(5.0));
+        assert_eq!(p75(&[]), None);
     }
 
     #[test]

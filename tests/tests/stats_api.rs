@@ -240,6 +240,54 @@ async fn comparisons_with_the_previous_period_and_the_year_before() {
 }
 
 #[tokio::test]
+async fn web_vitals_p75_match_the_percentiles_computed_from_the_events() {
+    let f = fx().await;
+    let queries = stats::vital_queries(f.site);
+    // The dataset says something: percentiles that differ by page, pages and types
+    // without a measurement, and vitals on events that are not measurements.
+    let by_page = f.ds.expected(&queries[1].1);
+    let lcp: Vec<&Value> = rows(&by_page).iter().map(|r| &r["metrics"][2]).collect();
+    assert!(lcp.len() >= 4, "{by_page}");
+    assert!(
+        lcp.iter().any(|v| **v != *lcp[0]),
+        "the same LCP everywhere: {lcp:?}"
+    );
+    let by_type = f.ds.expected(&queries[2].1);
+    let types = rows(&by_type);
+    assert!(types.len() >= 5, "{by_type}");
+    assert!(types.last().unwrap()["metrics"][0].is_null(), "{by_type}");
+    let stray =
+        f.ds.rows
+            .iter()
+            .filter(|r| r.event_type != "performance" && r.lcp.is_some() && r.is_bot == 0)
+            .count();
+    assert!(stray > 0, "no vital on another event type");
+    // The totals by hand, each event once: the sorted LCPs' element at ⌊3n / 4⌋.
+    let mut seen = std::collections::HashSet::new();
+    // MAIN_RANGE in Berlin: from 2025-10-20 00:00 CEST to 2025-11-03 00:00 CET.
+    let (first, last) = (
+        stats::at("2025-10-19T22:00:00Z"),
+        stats::at("2025-11-02T23:00:00Z"),
+    );
+    let mut values: Vec<f64> =
+        f.ds.rows
+            .iter()
+            .filter(|r| r.is_bot == 0 && r.event_type == "performance")
+            .filter(|r| (first..last).contains(&i64::from(r.timestamp)))
+            .filter(|r| seen.insert(r.event_id))
+            .filter_map(|r| r.lcp)
+            .collect();
+    values.sort_by(f64::total_cmp);
+    let totals = f.ds.expected(&queries[0].1);
+    assert_eq!(
+        rows(&totals)[0]["metrics"][1],
+        json!(values[values.len() * 3 / 4].round() as u64),
+        "{totals}"
+    );
+    check(&f.ds, &f.key, &queries).await;
+}
+
+#[tokio::test]
 async fn pages_follow_the_order_and_neither_overlap_nor_skip() {
     let f = fx().await;
     check(&f.ds, &f.key, &stats::page_queries(f.site)).await;
