@@ -419,6 +419,120 @@ impl Dash {
     }
 }
 
+#[tokio::test]
+async fn the_events_card_shows_web_vitals_per_page_in_its_tab_details_and_csv() {
+    let token = token();
+    let admin = start_admin(&token, &[]).await;
+    let d = Dash::log_in(&admin.url, &token).await;
+    let site_id = d.create_site(&domain(), "Vitals").await;
+    // "/": three page loads, LCP 1200, 2500.5, 4000 (p75: the sorted values' element
+    // ⌊3 × 3 / 4⌋ = 2, 4000), CLS 0.05, 0.1, 0.25, INP 80, not measured, 300 (of two: the
+    // second). "/docs": one, LCP 900 and nothing else. A pageview with an LCP is no
+    // measurement, and not a page load.
+    let now = (now_ms() / 1000) as u32;
+    let mut data = Vec::new();
+    for (user, kind, path, lcp, cls, inp) in [
+        (
+            "u1",
+            "performance",
+            "/",
+            Some(1200.0),
+            Some(0.05),
+            Some(80.0),
+        ),
+        ("u1", "performance", "/", Some(2500.5), Some(0.1), None),
+        (
+            "u1",
+            "performance",
+            "/",
+            Some(4000.0),
+            Some(0.25),
+            Some(300.0),
+        ),
+        ("u2", "performance", "/docs", Some(900.0), None, None),
+        ("u2", "pageview", "/docs", Some(99_999.0), None, None),
+    ] {
+        rivulet_common::schema::events::EventRow {
+            event_id: uuid::Uuid::new_v4(),
+            site_id,
+            timestamp: now,
+            received_at: now,
+            event_type: kind.into(),
+            pathname: path.into(),
+            user_id: user.into(),
+            session_id: user.into(),
+            lcp,
+            cls,
+            inp,
+            ..Default::default()
+        }
+        .write_row_binary(&mut data);
+    }
+    rivulet_enrichment::insert::insert_row_binary(&db().await, &[bytes::Bytes::from(data)])
+        .await
+        .expect("insert");
+
+    let (status, page) = d
+        .get(&format!("/sites/{site_id}/overview?events=vitals"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let card = &page[page.find(r#"id="card-events""#).expect("the Events card")..];
+    let card = &card[..card.find("</section>").unwrap()];
+    // The tabs that were there keep their place; Web vitals is the one shown.
+    let custom = card.find(">Custom events<").unwrap();
+    let types = card.find(">Event types<").unwrap();
+    let vitals = card
+        .find(r#"aria-current="page">Web vitals<"#)
+        .expect("the tab, chosen");
+    assert!(custom < types && types < vitals, "{card}");
+    for heading in ["Page loads", "LCP p75", "CLS p75", "INP p75"] {
+        assert!(card.contains(&format!(">{heading}<")), "{heading}: {card}");
+    }
+    let row = |page: &str, label: &str| {
+        let at = page
+            .find(&format!(">{label}</a>"))
+            .unwrap_or_else(|| panic!("no row {label}: {page}"));
+        let row = &page[at..];
+        row[..row.find("</tr>").unwrap()].to_string()
+    };
+    let cells = |row: &str| -> Vec<String> {
+        row.split(r#"<td class="num">"#)
+            .skip(1)
+            .map(|c| c[..c.find("</td>").unwrap()].to_string())
+            .collect()
+    };
+    assert_eq!(
+        cells(&row(card, "/")),
+        ["1", "3", "4,000 ms", "0.250", "300 ms"]
+    );
+    assert_eq!(cells(&row(card, "/docs")), ["1", "1", "900 ms", "—", "—"]);
+
+    // Details, with a search; the CSV, as the Stats API answers.
+    let (status, details) = d
+        .get(&format!(
+            "/sites/{site_id}/overview/details?events=vitals&q=doc"
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        cells(&row(&details, "/docs")),
+        ["1", "1", "900 ms", "—", "—"]
+    );
+    assert!(!details.contains(">/</a>"), "the search leaves / out");
+    let (status, csv) = d
+        .get(&format!(
+            "/sites/{site_id}/overview/export.csv?events=vitals"
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        csv,
+        "page,visitors,events,lcp_p75,cls_p75,inp_p75,percentage\n\
+         /,1,3,4000,0.25,300,50.0\n\
+         /docs,1,1,900,,,50.0\n"
+    );
+}
+
 /// Inserts events as the enricher would have stored them: `(user_id, anonymous_id,
 /// pathname)` each, now.
 async fn insert_events(site_id: u32, events: &[(&str, &str, &str)]) {
