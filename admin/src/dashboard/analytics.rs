@@ -126,9 +126,9 @@ pub const CARDS: [Card; 5] = [
             Tab {
                 more: &[
                     ("events", "Page loads"),
-                    ("lcp_p75", "LCP p75"),
+                    ("lcp_p75", "LCP p75 (ms)"),
                     ("cls_p75", "CLS p75"),
-                    ("inp_p75", "INP p75"),
+                    ("inp_p75", "INP p75 (ms)"),
                 ],
                 only_type: Some("performance"),
                 ..tab("vitals", "Web vitals", "event:page", "Page")
@@ -522,7 +522,8 @@ fn show(metric: &str, v: &Value) -> String {
         "views_per_visit" => format!("{n:.2}"),
         "percentage" => format!("{n:.1}%"),
         "cls_p75" => format!("{n:.3}"),
-        "lcp_p75" | "inp_p75" | "fcp_p75" | "ttfb_p75" => format!("{} ms", thousands(n as u64)),
+        // Milliseconds, said in the column's heading: a unit in each cell would wrap in
+        // a card's narrow table.
         _ => thousands(n as u64),
     }
 }
