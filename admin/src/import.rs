@@ -68,6 +68,12 @@ struct Tally {
 }
 
 impl Tally {
+    /// Widens the summary's first and last event times to include this one.
+    fn span(&mut self, timestamp_ms: i64) {
+        self.first_ms = Some(self.first_ms.map_or(timestamp_ms, |t| t.min(timestamp_ms)));
+        self.last_ms = Some(self.last_ms.map_or(timestamp_ms, |t| t.max(timestamp_ms)));
+    }
+
     /// What delivery reports settled: events imported, and the records done.
     fn settled(&mut self, s: Settled, done: &mut u64) {
         self.imported += s.stored;
@@ -179,78 +185,16 @@ fn write_progress(path: &Path, p: &Progress) -> Result<(), AdminError> {
 }
 
 pub async fn import(req: Request) -> Result<Value, AdminError> {
-    let clickhouse = rivulet_common::ch::ChConfig::from_env()?;
-    let brokers = rivulet_common::kafka::brokers();
-    let db = clickhouse
-        .connect()
-        .await
-        .map_err(|e| AdminError::Unavailable(format!("ClickHouse at {}: {e}", clickhouse.url)))?;
-    if rivulet_common::registry::Registry::new(db.clone())
-        .get_site(req.site_id)
-        .await?
-        .is_none()
-    {
-        return Err(AdminError::NotFound(format!(
-            "site {} does not exist",
-            req.site_id
-        )));
-    }
-    let ledger = Ledger::new();
-    ledger
-        .refresh(&db)
-        .await
-        .map_err(|e| AdminError::Unavailable(format!("the erasure ledger in ClickHouse ({e})")))?;
-    let input: Box<dyn BufRead> = if req.input == "-" {
-        Box::new(std::io::BufReader::with_capacity(1 << 20, std::io::stdin()))
-    } else {
-        let file = std::fs::File::open(&req.input)
-            .map_err(|e| AdminError::io(format!("cannot open {}", req.input), e))?;
-        Box::new(std::io::BufReader::with_capacity(1 << 20, file))
-    };
-    let total_bytes = std::fs::metadata(&req.input).map(|m| m.len()).unwrap_or(0);
+    let ledger = erasure_ledger_of_site(req.site_id).await?;
     let now_ms = rivulet_common::epoch::now_ms();
-    // Events may lie at most a day after this import's start (and none before 2000):
-    // any other time is skipped, never stored clamped or wrapped.
-    let mut reader = Reader::new(req.format, input)
-        .map_err(|e| AdminError::Usage(e.to_string()))?
-        .with_now(now_ms);
-
+    let (mut reader, total_bytes) = open_reader(&req, now_ms)?;
     let state = state_path(&req);
     let this = Progress {
         site_id: req.site_id,
         format: req.format.as_str().into(),
         records_done: 0,
     };
-    let skip_first = match state.as_deref().and_then(read_progress) {
-        Some(p) if req.restart => {
-            eprintln!(
-                "import: --restart: starting over (the earlier import stopped after {} records)",
-                p.records_done
-            );
-            0
-        }
-        Some(p) if p.site_id == this.site_id && p.format == this.format => {
-            eprintln!(
-                "import: resuming after {} records (--restart starts over)",
-                p.records_done
-            );
-            p.records_done
-        }
-        Some(p) => {
-            return Err(AdminError::Usage(format!(
-            "{} belongs to an import of site {} as {}: use --restart, or --state to keep another",
-            state
-                .as_deref()
-                .map(Path::display)
-                .map(|d| d.to_string())
-                .unwrap_or_default(),
-            p.site_id,
-            p.format
-        )))
-        }
-        None => 0,
-    };
-
+    let skip_first = resume_point(&req, state.as_deref(), &this)?;
     // Below live events (`IMPORT_NICE`, default 10): this thread and the producer's,
     // which it starts next and which inherit it.
     rivulet_common::priority::lower_this_thread(
@@ -258,19 +202,7 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
             .map_err(|e| AdminError::Usage(e.to_string()))?,
     );
     let topic = cfg_topic();
-    let mut producer = {
-        let mut c = rivulet_common::kafka::base_config();
-        c.set("bootstrap.servers", &brokers)
-            .set("client.id", "rivulet-import")
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("linger.ms", "20")
-            .set("batch.size", "1000000")
-            .set("compression.type", "lz4")
-            .set("queue.buffering.max.messages", "200000")
-            .set("message.timeout.ms", "120000");
-        ImportProducer::create(&c, &topic, IN_FLIGHT).map_err(kafka)?
-    };
+    let mut producer = producer(&topic)?;
 
     let started = Instant::now();
     let progress_shown = std::io::stderr().is_terminal();
@@ -301,31 +233,10 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
             }
             Ok(ev) => {
                 let raw = raw_event(req.site_id, req.format, ev, now_ms);
-                let anonymous = raw.anonymous_id.as_deref().unwrap_or_default();
-                let user = raw
-                    .user_id
-                    .as_deref()
-                    .or(raw.preset.as_ref().and_then(|p| p.visitor_id.as_deref()))
-                    .unwrap_or_default();
-                if ledger.erases(&EventIds::new(
-                    req.site_id,
-                    user,
-                    anonymous,
-                    raw.timestamp,
-                    raw.received_at,
-                )) {
+                if erased(&ledger, req.site_id, &raw) {
                     tally.erased += 1;
                 } else {
-                    tally.first_ms = Some(
-                        tally
-                            .first_ms
-                            .map_or(raw.timestamp, |t| t.min(raw.timestamp)),
-                    );
-                    tally.last_ms = Some(
-                        tally
-                            .last_ms
-                            .map_or(raw.timestamp, |t| t.max(raw.timestamp)),
-                    );
+                    tally.span(raw.timestamp);
                     key.clear();
                     rivulet_common::kafka::write_message_key(
                         &mut key,
@@ -363,15 +274,7 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
         }
         if progress_shown && last_shown.elapsed() >= Duration::from_millis(200) {
             last_shown = Instant::now();
-            let pct = if total_bytes > 0 {
-                reader.bytes_read() as f64 * 100.0 / total_bytes as f64
-            } else {
-                0.0
-            };
-            eprint!(
-                "\rimport: {} records read, {} imported ({pct:.0} %)   ",
-                tally.read, tally.imported
-            );
+            show_progress(&tally, reader.bytes_read(), total_bytes);
         }
     }
     producer
@@ -392,8 +295,147 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
     if progress_shown {
         eprintln!();
     }
-    let seconds = started.elapsed().as_secs_f64();
-    let summary = json!({
+    let summary = summary(
+        &req,
+        &tally,
+        skip_first,
+        started.elapsed().as_secs_f64(),
+        &topic,
+    );
+    if let Some(e) = failure {
+        eprintln!("{}", serde_json::to_string_pretty(&summary).expect("JSON"));
+        return Err(e);
+    }
+    if let Some(path) = &state {
+        // Done: nothing to resume.
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(summary)
+}
+
+/// The erasure ledger, once the site is known to exist: an erased person's events are
+/// skipped, never sent.
+async fn erasure_ledger_of_site(site_id: u32) -> Result<Ledger, AdminError> {
+    let clickhouse = rivulet_common::ch::ChConfig::from_env()?;
+    let db = clickhouse
+        .connect()
+        .await
+        .map_err(|e| AdminError::Unavailable(format!("ClickHouse at {}: {e}", clickhouse.url)))?;
+    if rivulet_common::registry::Registry::new(db.clone())
+        .get_site(site_id)
+        .await?
+        .is_none()
+    {
+        return Err(AdminError::NotFound(format!(
+            "site {site_id} does not exist"
+        )));
+    }
+    let ledger = Ledger::new();
+    ledger
+        .refresh(&db)
+        .await
+        .map_err(|e| AdminError::Unavailable(format!("the erasure ledger in ClickHouse ({e})")))?;
+    Ok(ledger)
+}
+
+/// The input (a file, or `-` for stdin) and its size for the progress line (0: unknown).
+/// Events may lie at most a day after this import's start (and none before 2000): any
+/// other time is skipped, never stored clamped or wrapped.
+fn open_reader(req: &Request, now_ms: i64) -> Result<(Reader<Box<dyn BufRead>>, u64), AdminError> {
+    let input: Box<dyn BufRead> = if req.input == "-" {
+        Box::new(std::io::BufReader::with_capacity(1 << 20, std::io::stdin()))
+    } else {
+        let file = std::fs::File::open(&req.input)
+            .map_err(|e| AdminError::io(format!("cannot open {}", req.input), e))?;
+        Box::new(std::io::BufReader::with_capacity(1 << 20, file))
+    };
+    let total_bytes = std::fs::metadata(&req.input).map(|m| m.len()).unwrap_or(0);
+    let reader = Reader::new(req.format, input)
+        .map_err(|e| AdminError::Usage(e.to_string()))?
+        .with_now(now_ms);
+    Ok((reader, total_bytes))
+}
+
+/// How many records an earlier run of the same import (site and format) already sent,
+/// from its state file; `--restart` starts over, and another import's state is refused.
+fn resume_point(req: &Request, state: Option<&Path>, this: &Progress) -> Result<u64, AdminError> {
+    Ok(match state.and_then(read_progress) {
+        Some(p) if req.restart => {
+            eprintln!(
+                "import: --restart: starting over (the earlier import stopped after {} records)",
+                p.records_done
+            );
+            0
+        }
+        Some(p) if p.site_id == this.site_id && p.format == this.format => {
+            eprintln!(
+                "import: resuming after {} records (--restart starts over)",
+                p.records_done
+            );
+            p.records_done
+        }
+        Some(p) => {
+            return Err(AdminError::Usage(format!(
+            "{} belongs to an import of site {} as {}: use --restart, or --state to keep another",
+            state
+                .map(Path::display)
+                .map(|d| d.to_string())
+                .unwrap_or_default(),
+            p.site_id,
+            p.format
+        )))
+        }
+        None => 0,
+    })
+}
+
+/// The producer of the import topic: idempotent, `acks=all`, large batches.
+fn producer(topic: &str) -> Result<ImportProducer, AdminError> {
+    let mut c = rivulet_common::kafka::base_config();
+    c.set("bootstrap.servers", rivulet_common::kafka::brokers())
+        .set("client.id", "rivulet-import")
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "20")
+        .set("batch.size", "1000000")
+        .set("compression.type", "lz4")
+        .set("queue.buffering.max.messages", "200000")
+        .set("message.timeout.ms", "120000");
+    ImportProducer::create(&c, topic, IN_FLIGHT).map_err(kafka)
+}
+
+/// Whether the erasure ledger drops this event (its user, or its visitor id, erased).
+fn erased(ledger: &Ledger, site_id: u32, raw: &RawEvent) -> bool {
+    let anonymous = raw.anonymous_id.as_deref().unwrap_or_default();
+    let user = raw
+        .user_id
+        .as_deref()
+        .or(raw.preset.as_ref().and_then(|p| p.visitor_id.as_deref()))
+        .unwrap_or_default();
+    ledger.erases(&EventIds::new(
+        site_id,
+        user,
+        anonymous,
+        raw.timestamp,
+        raw.received_at,
+    ))
+}
+
+fn show_progress(tally: &Tally, bytes_read: u64, total_bytes: u64) {
+    let pct = if total_bytes > 0 {
+        bytes_read as f64 * 100.0 / total_bytes as f64
+    } else {
+        0.0
+    };
+    eprint!(
+        "\rimport: {} records read, {} imported ({pct:.0} %)   ",
+        tally.read, tally.imported
+    );
+}
+
+/// What `import` prints (and, when it stopped early, prints to stderr before its error).
+fn summary(req: &Request, tally: &Tally, skip_first: u64, seconds: f64, topic: &str) -> Value {
+    json!({
         "site_id": req.site_id,
         "format": req.format.as_str(),
         "read": tally.read,
@@ -406,16 +448,7 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
         "seconds": (seconds * 10.0).round() / 10.0,
         "events_per_second": (tally.imported as f64 / seconds.max(0.001)).round(),
         "topic": topic,
-    });
-    if let Some(e) = failure {
-        eprintln!("{}", serde_json::to_string_pretty(&summary).expect("JSON"));
-        return Err(e);
-    }
-    if let Some(path) = &state {
-        // Done: nothing to resume.
-        let _ = std::fs::remove_file(path);
-    }
-    Ok(summary)
+    })
 }
 
 /// An event's time in the summary: RFC 3339, to the second (rounded down). `None` for a

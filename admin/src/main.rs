@@ -61,31 +61,7 @@ enum Command {
     /// Erase a person (or list the requests): their events on every replica, the anonymous
     /// ids they claimed and their profile; redelivered or replayed events of theirs are
     /// never stored again. Prints the request's receipt.
-    Erase {
-        #[arg(long = "site", required_unless_present_any = ["list", "status"])]
-        site_id: Option<u32>,
-        /// The user id the site sent (with the anonymous ids it claimed).
-        #[arg(long, conflicts_with_all = ["visitor_id", "list", "status"])]
-        user_id: Option<String>,
-        /// A visitor id, as stored for events sent without a user id.
-        #[arg(long, conflicts_with_all = ["list", "status"])]
-        visitor_id: Option<String>,
-        /// Also drop this id's future events, at ingest and in the enricher.
-        #[arg(long)]
-        suppress: bool,
-        /// Wait until the request is done (or failed).
-        #[arg(long)]
-        wait: bool,
-        /// How long to wait for ClickHouse, or for the request with --wait (default 600).
-        #[arg(long, default_value_t = 600)]
-        timeout: u64,
-        /// List the requests (of --site, or all), newest first.
-        #[arg(long, conflicts_with = "status")]
-        list: bool,
-        /// Show one request's receipt.
-        #[arg(long)]
-        status: Option<String>,
-    },
+    Erase(EraseArgs),
     /// Export a site's events (or one person's) as NDJSON or CSV, to stdout or --output.
     Export {
         #[arg(long = "site")]
@@ -153,6 +129,34 @@ enum Command {
         #[arg(long)]
         optimize: bool,
     },
+}
+
+/// `rivulet-admin erase`'s arguments.
+#[derive(clap::Args)]
+struct EraseArgs {
+    #[arg(long = "site", required_unless_present_any = ["list", "status"])]
+    site_id: Option<u32>,
+    /// The user id the site sent (with the anonymous ids it claimed).
+    #[arg(long, conflicts_with_all = ["visitor_id", "list", "status"])]
+    user_id: Option<String>,
+    /// A visitor id, as stored for events sent without a user id.
+    #[arg(long, conflicts_with_all = ["list", "status"])]
+    visitor_id: Option<String>,
+    /// Also drop this id's future events, at ingest and in the enricher.
+    #[arg(long)]
+    suppress: bool,
+    /// Wait until the request is done (or failed).
+    #[arg(long)]
+    wait: bool,
+    /// How long to wait for ClickHouse, or for the request with --wait (default 600).
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// List the requests (of --site, or all), newest first.
+    #[arg(long, conflicts_with = "status")]
+    list: bool,
+    /// Show one request's receipt.
+    #[arg(long)]
+    status: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -333,48 +337,13 @@ async fn ops() -> Result<Ops, AdminError> {
     })
 }
 
+/// One command: each is a function of its own; those that manage sites and keys share the
+/// registry's connection (`ops`), the others connect to what they need themselves.
 async fn run(command: Command) -> Result<Value, AdminError> {
-    if let Command::Serve = command {
-        // Checked before connecting, so a missing token is the first thing one hears.
-        let config = dashboard::DashboardConfig::from_env()?;
-        rivulet_common::telemetry::init_logging();
-        dashboard::serve(config, ops().await?).await?;
-        return Ok(Value::Null);
-    }
-    // These need neither Redis nor the registry.
-    let command = match command {
-        Command::Install { what } => return install::install(install_request(what)).await,
-        Command::Erase {
-            site_id,
-            user_id,
-            visitor_id,
-            suppress,
-            wait,
-            timeout,
-            list,
-            status,
-        } => {
-            let timeout = std::time::Duration::from_secs(timeout);
-            let db = connect().await?;
-            if list {
-                return erase::list(&db, site_id).await;
-            }
-            if let Some(id) = status {
-                return erase::status(&db, &id, wait, timeout).await;
-            }
-            let subject = match (user_id, visitor_id) {
-                (Some(u), None) => (rivulet_common::privacy::SubjectKind::UserId, u),
-                (None, Some(v)) => (rivulet_common::privacy::SubjectKind::VisitorId, v),
-                _ => {
-                    return Err(AdminError::Usage(
-                        "say whom to erase: --user-id or --visitor-id".into(),
-                    ))
-                }
-            };
-            let site = site_id.expect("clap requires --site");
-            let redis_url = AdminConfig::from_env()?.redis_url;
-            return erase::request(&db, &redis_url, site, subject, suppress, wait, timeout).await;
-        }
+    match command {
+        Command::Serve => serve().await,
+        Command::Install { what } => install::install(install_request(what)).await,
+        Command::Erase(args) => erase(args).await,
         Command::Export {
             site_id,
             user_id,
@@ -382,35 +351,10 @@ async fn run(command: Command) -> Result<Value, AdminError> {
             to,
             format,
             output,
-        } => {
-            let secs = |t: Option<String>| t.as_deref().map(export::parse_bound).transpose();
-            let req = export::Request {
-                site_id,
-                user_id,
-                from: secs(from)?,
-                to: secs(to)?,
-                format,
-                progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-            };
-            let db = connect().await?;
-            let n = match &output {
-                Some(path) => {
-                    let file = std::fs::File::create(path).map_err(|e| {
-                        AdminError::io(format!("cannot create {}", path.display()), e)
-                    })?;
-                    export::export(&db, &req, &mut export::WriteSink(file)).await?
-                }
-                None => {
-                    export::export(&db, &req, &mut export::WriteSink(std::io::stdout())).await?
-                }
-            };
-            // The rows are the output: the summary goes to stderr.
-            eprintln!("{n} events exported");
-            return Ok(Value::Null);
-        }
+        } => export(site_id, user_id, (from, to), format, output).await,
         Command::Users {
             command: UsersCommand::Show { site_id, user_id },
-        } => return people::show(&connect().await?, site_id, &user_id).await,
+        } => people::show(&connect().await?, site_id, &user_id).await,
         Command::Import {
             site_id,
             format,
@@ -419,7 +363,7 @@ async fn run(command: Command) -> Result<Value, AdminError> {
             restart,
             state,
         } => {
-            return import::import(import::Request {
+            import::import(import::Request {
                 site_id,
                 format,
                 input,
@@ -435,96 +379,174 @@ async fn run(command: Command) -> Result<Value, AdminError> {
             site_id,
             dry_run,
             optimize,
-        } => {
-            let now_ms = rivulet_common::epoch::now_ms();
-            let since_ms = replay::parse_time(&since, now_ms)?;
-            let until_ms = match until {
-                Some(u) => replay::parse_time(&u, now_ms)?,
-                None => now_ms,
-            };
-            return replay::replay(replay::Request {
-                since_ms,
-                until_ms,
-                site: site_id,
-                dry_run,
-                optimize,
-            })
-            .await;
+        } => replay(&since, until.as_deref(), site_id, dry_run, optimize).await,
+        Command::Migrate => migrate(&ops().await?).await,
+        Command::Sites { command } => sites(&ops().await?, command).await,
+        Command::Keys { command } => keys(&ops().await?, command).await,
+    }
+}
+
+/// `serve`: the configuration is checked before connecting, so that a missing token is
+/// the first thing one hears.
+async fn serve() -> Result<Value, AdminError> {
+    let config = dashboard::DashboardConfig::from_env()?;
+    rivulet_common::telemetry::init_logging();
+    dashboard::serve(config, ops().await?).await?;
+    Ok(Value::Null)
+}
+
+/// `erase`: a request, its receipt, or the list of requests.
+async fn erase(args: EraseArgs) -> Result<Value, AdminError> {
+    let timeout = std::time::Duration::from_secs(args.timeout);
+    let db = connect().await?;
+    if args.list {
+        return erase::list(&db, args.site_id).await;
+    }
+    if let Some(id) = args.status {
+        return erase::status(&db, &id, args.wait, timeout).await;
+    }
+    let subject = match (args.user_id, args.visitor_id) {
+        (Some(u), None) => (rivulet_common::privacy::SubjectKind::UserId, u),
+        (None, Some(v)) => (rivulet_common::privacy::SubjectKind::VisitorId, v),
+        _ => {
+            return Err(AdminError::Usage(
+                "say whom to erase: --user-id or --visitor-id".into(),
+            ))
         }
-        other => other,
     };
-    let ops = ops().await?;
-    let reg = &ops.reg;
+    let site = args.site_id.expect("clap requires --site");
+    let redis_url = AdminConfig::from_env()?.redis_url;
+    erase::request(
+        &db,
+        &redis_url,
+        site,
+        subject,
+        args.suppress,
+        args.wait,
+        timeout,
+    )
+    .await
+}
+
+/// `export`: the rows to the file or stdout, the summary to stderr.
+async fn export(
+    site_id: u32,
+    user_id: Option<String>,
+    (from, to): (Option<String>, Option<String>),
+    format: export::Format,
+    output: Option<std::path::PathBuf>,
+) -> Result<Value, AdminError> {
+    let secs = |t: Option<String>| t.as_deref().map(export::parse_bound).transpose();
+    let req = export::Request {
+        site_id,
+        user_id,
+        from: secs(from)?,
+        to: secs(to)?,
+        format,
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    };
+    let db = connect().await?;
+    let n = match &output {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|e| AdminError::io(format!("cannot create {}", path.display()), e))?;
+            export::export(&db, &req, &mut export::WriteSink(file)).await?
+        }
+        None => export::export(&db, &req, &mut export::WriteSink(std::io::stdout())).await?,
+    };
+    eprintln!("{n} events exported");
+    Ok(Value::Null)
+}
+
+/// `replay`: its times (absolute or before now) resolved once, against one clock reading.
+async fn replay(
+    since: &str,
+    until: Option<&str>,
+    site: Option<u32>,
+    dry_run: bool,
+    optimize: bool,
+) -> Result<Value, AdminError> {
+    let now_ms = rivulet_common::epoch::now_ms();
+    let since_ms = replay::parse_time(since, now_ms)?;
+    let until_ms = match until {
+        Some(u) => replay::parse_time(u, now_ms)?,
+        None => now_ms,
+    };
+    replay::replay(replay::Request {
+        since_ms,
+        until_ms,
+        site,
+        dry_run,
+        optimize,
+    })
+    .await
+}
+
+async fn migrate(ops: &Ops) -> Result<Value, AdminError> {
+    let db = ops.reg.db();
+    let applied = rivulet_common::schema::migrations::migrate(db).await?;
+    let all = rivulet_common::schema::migrations::applied_versions(db).await?;
+    Ok(serde_json::json!({"applied_now": applied, "schema_versions": all, "database": db.database}))
+}
+
+async fn sites(ops: &Ops, command: SitesCommand) -> Result<Value, AdminError> {
     match command {
-        Command::Serve
-        | Command::Install { .. }
-        | Command::Replay { .. }
-        | Command::Erase { .. }
-        | Command::Export { .. }
-        | Command::Import { .. }
-        | Command::Users { .. } => {
-            unreachable!("handled above")
-        }
-        Command::Migrate => {
-            let applied = rivulet_common::schema::migrations::migrate(reg.db()).await?;
-            let all = rivulet_common::schema::migrations::applied_versions(reg.db()).await?;
-            Ok(
-                serde_json::json!({"applied_now": applied, "schema_versions": all, "database": reg.db().database}),
-            )
-        }
-        Command::Sites { command } => match command {
-            SitesCommand::Create { domain, name } => Ok(output::site(
-                &ops.create_site(&domain, name.as_deref()).await?,
-            )),
-            SitesCommand::List => Ok(Value::Array(
-                reg.list_sites().await?.iter().map(output::site).collect(),
-            )),
-            SitesCommand::Update {
-                site_id,
+        SitesCommand::Create { domain, name } => Ok(output::site(
+            &ops.create_site(&domain, name.as_deref()).await?,
+        )),
+        SitesCommand::List => Ok(Value::Array(
+            ops.reg
+                .list_sites()
+                .await?
+                .iter()
+                .map(output::site)
+                .collect(),
+        )),
+        SitesCommand::Update {
+            site_id,
+            name,
+            domains,
+            allow_subdomains,
+            retention_days,
+            browser_path,
+            browser_identify,
+            timezone,
+        } => {
+            let changes = rivulet_common::registry::SiteChanges {
                 name,
-                domains,
+                domains: (!domains.is_empty()).then_some(domains),
                 allow_subdomains,
                 retention_days,
                 browser_path,
                 browser_identify,
                 timezone,
-            } => {
-                let changes = rivulet_common::registry::SiteChanges {
-                    name,
-                    domains: (!domains.is_empty()).then_some(domains),
-                    allow_subdomains,
-                    retention_days,
-                    browser_path,
-                    browser_identify,
-                    timezone,
-                };
-                Ok(output::site(&ops.update_site(site_id, &changes).await?))
-            }
-            SitesCommand::Delete { site_id } => Ok(output::site(&ops.delete_site(site_id).await?)),
-        },
-        Command::Keys { command } => match command {
-            KeysCommand::Create { site_id, scopes } => {
-                let (key, rec) = ops.create_key(site_id, &scopes).await?;
-                Ok(output::new_key(&rec, &key))
-            }
-            KeysCommand::List { site_id } => {
-                let keys = ops.list_keys(site_id).await?;
-                let used = ops.last_used(&keys).await;
-                Ok(Value::Array(
-                    keys.iter()
-                        .map(|k| {
-                            output::key_used(
-                                k,
-                                used.as_ref().and_then(|u| u.get(&k.key_id).copied()),
-                            )
-                        })
-                        .collect(),
-                ))
-            }
-            KeysCommand::Revoke { key } => {
-                let rec = ops.find_key(&key).await?;
-                Ok(output::key(&ops.revoke_key(&rec).await?))
-            }
-        },
+            };
+            Ok(output::site(&ops.update_site(site_id, &changes).await?))
+        }
+        SitesCommand::Delete { site_id } => Ok(output::site(&ops.delete_site(site_id).await?)),
+    }
+}
+
+async fn keys(ops: &Ops, command: KeysCommand) -> Result<Value, AdminError> {
+    match command {
+        KeysCommand::Create { site_id, scopes } => {
+            let (key, rec) = ops.create_key(site_id, &scopes).await?;
+            Ok(output::new_key(&rec, &key))
+        }
+        KeysCommand::List { site_id } => {
+            let keys = ops.list_keys(site_id).await?;
+            let used = ops.last_used(&keys).await;
+            Ok(Value::Array(
+                keys.iter()
+                    .map(|k| {
+                        output::key_used(k, used.as_ref().and_then(|u| u.get(&k.key_id).copied()))
+                    })
+                    .collect(),
+            ))
+        }
+        KeysCommand::Revoke { key } => {
+            let rec = ops.find_key(&key).await?;
+            Ok(output::key(&ops.revoke_key(&rec).await?))
+        }
     }
 }

@@ -90,19 +90,7 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
     }
     let started = Instant::now();
     let cfg = Settings::from_env()?;
-    let db = cfg.clickhouse.connect().await.map_err(|e| {
-        AdminError::Unavailable(format!("ClickHouse at {}: {e}", cfg.clickhouse.url))
-    })?;
-    if req.optimize && db.topology.cluster().is_some() {
-        return Err(AdminError::Usage(
-            "--optimize merges the table on a single server; on a cluster, run OPTIMIZE TABLE events_local ON CLUSTER <name> PARTITION <YYYYMM> FINAL on the shards yourself".into(),
-        ));
-    }
-    let ledger = Ledger::new();
-    ledger
-        .refresh(&db)
-        .await
-        .map_err(|e| AdminError::Unavailable(format!("the erasure ledger in ClickHouse: {e}")))?;
+    let (db, ledger) = connect(&cfg, &req).await?;
     let data = EnrichmentData::load(cfg.enrichment.clone())
         .map_err(|e| AdminError::Usage(format!("cannot load the enrichment data: {e}")))?;
     let enrichers = data.current();
@@ -114,23 +102,14 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
         rules.as_ref().map_or("?", |r| r.revision.as_str()),
         enrichers.geo.describe()
     );
+    let data_used = json!({
+        "ua_rules": rules.map(|r| json!({"path": r.path, "revision": r.revision})),
+        "geo_db": geo.map(|g| g.files),
+    });
 
     let consumer = consumer(&cfg)?;
-    let ranges = partition_ranges(&consumer, &cfg.topic, req.since_ms, req.until_ms)?;
+    let ranges = assign_ranges(&consumer, &cfg.topic, &req)?;
     let total: i64 = ranges.values().map(|(start, end)| end - start).sum();
-    eprintln!(
-        "replay: {} messages to read from {} partition(s) of {}",
-        total,
-        ranges.len(),
-        cfg.topic
-    );
-    let mut tpl = TopicPartitionList::new();
-    for (p, (start, _)) in &ranges {
-        tpl.add_partition_offset(&cfg.topic, *p, Offset::Offset(*start))
-            .map_err(kafka_error)?;
-    }
-    consumer.assign(&tpl).map_err(kafka_error)?;
-
     let low_watermarks = low_watermarks(&consumer, &cfg.topic, &ranges)?;
     let mut tally = Tally::default();
     let mut pending: HashMap<i32, i64> = ranges.iter().map(|(p, (_, end))| (*p, *end)).collect();
@@ -143,19 +122,7 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
     while !pending.is_empty() {
         let msg = match tokio::time::timeout(Duration::from_secs(2), consumer.recv()).await {
             Err(_) => {
-                // Idle: partitions whose position reached their end are done (the last
-                // offsets may be ones a consumer never sees).
-                if let Ok(positions) = consumer.position() {
-                    for e in positions.elements_for_topic(&cfg.topic) {
-                        if let (Offset::Offset(pos), Some(end)) =
-                            (e.offset(), pending.get(&e.partition()))
-                        {
-                            if pos >= *end {
-                                pending.remove(&e.partition());
-                            }
-                        }
-                    }
-                }
+                drop_partitions_at_their_end(&consumer, &cfg.topic, &mut pending);
                 if last_message.elapsed() > Duration::from_secs(60) && !pending.is_empty() {
                     return Err(AdminError::Unavailable(format!(
                         "Kafka at {} (no message for 60 s, partitions {:?} not read to their end)",
@@ -250,6 +217,83 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
         }
     }
 
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(summary(
+        &req, &cfg.topic, data_used, &tally, &optimized, seconds,
+    ))
+}
+
+/// ClickHouse, refused for `--optimize` on a cluster, and the erasure ledger from it.
+async fn connect(cfg: &Settings, req: &Request) -> Result<(Db, Ledger), AdminError> {
+    let db = cfg.clickhouse.connect().await.map_err(|e| {
+        AdminError::Unavailable(format!("ClickHouse at {}: {e}", cfg.clickhouse.url))
+    })?;
+    if req.optimize && db.topology.cluster().is_some() {
+        return Err(AdminError::Usage(
+            "--optimize merges the table on a single server; on a cluster, run OPTIMIZE TABLE events_local ON CLUSTER <name> PARTITION <YYYYMM> FINAL on the shards yourself".into(),
+        ));
+    }
+    let ledger = Ledger::new();
+    ledger
+        .refresh(&db)
+        .await
+        .map_err(|e| AdminError::Unavailable(format!("the erasure ledger in ClickHouse: {e}")))?;
+    Ok((db, ledger))
+}
+
+/// Each partition's offsets of the messages received in the replay's window, assigned to
+/// the consumer from their start.
+fn assign_ranges(
+    consumer: &StreamConsumer,
+    topic: &str,
+    req: &Request,
+) -> Result<BTreeMap<i32, (i64, i64)>, AdminError> {
+    let ranges = partition_ranges(consumer, topic, req.since_ms, req.until_ms)?;
+    let total: i64 = ranges.values().map(|(start, end)| end - start).sum();
+    eprintln!(
+        "replay: {} messages to read from {} partition(s) of {}",
+        total,
+        ranges.len(),
+        topic
+    );
+    let mut tpl = TopicPartitionList::new();
+    for (p, (start, _)) in &ranges {
+        tpl.add_partition_offset(topic, *p, Offset::Offset(*start))
+            .map_err(kafka_error)?;
+    }
+    consumer.assign(&tpl).map_err(kafka_error)?;
+    Ok(ranges)
+}
+
+/// While idle: partitions whose position reached their end are done (their last offsets
+/// may be ones a consumer never sees, such as transaction markers).
+fn drop_partitions_at_their_end(
+    consumer: &StreamConsumer,
+    topic: &str,
+    pending: &mut HashMap<i32, i64>,
+) {
+    let Ok(positions) = consumer.position() else {
+        return;
+    };
+    for e in positions.elements_for_topic(topic) {
+        if let (Offset::Offset(pos), Some(end)) = (e.offset(), pending.get(&e.partition())) {
+            if pos >= *end {
+                pending.remove(&e.partition());
+            }
+        }
+    }
+}
+
+/// What `replay` prints: what it read, what it changed and how, with a warning when the
+/// topic no longer holds the start of the window.
+fn summary(
+    req: &Request,
+    topic: &str,
+    data_used: Value,
+    tally: &Tally,
+    optimized: &[u32],
+    seconds: f64,
+) -> Value {
     let rfc = |ms: i64| crate::output::rfc3339(u32::try_from(ms.div_euclid(1000)).unwrap_or(0));
     let mut changes: Vec<_> = tally.browser_changes.iter().collect();
     changes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
@@ -257,11 +301,11 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
         "since": rfc(req.since_ms),
         "until": rfc(req.until_ms),
         "site": req.site,
-        "topic": cfg.topic,
+        "topic": topic,
         "group": GROUP,
         "dry_run": req.dry_run,
-        "ua_rules": rules.map(|r| json!({"path": r.path, "revision": r.revision})),
-        "geo_db": geo.map(|g| g.files),
+        "ua_rules": data_used["ua_rules"],
+        "geo_db": data_used["geo_db"],
         "messages_read": tally.messages_read,
         "undecodable": tally.undecodable,
         "events_in_range": tally.events_in_range,
@@ -280,12 +324,12 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
         },
         "browser_changes": changes.iter().take(20).map(|((from, to), n)| json!({"from": from, "to": to, "events": n})).collect::<Vec<_>>(),
         "optimized_partitions": optimized,
-        "seconds": (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        "seconds": (seconds * 10.0).round() / 10.0,
     });
     if let Some(oldest) = tally.oldest_message_ms.filter(|t| *t > req.since_ms) {
         summary["warning"] = json!(format!(
             "{} holds events from {} on (its retention); events received before that cannot be replayed",
-            cfg.topic,
+            topic,
             rfc(oldest).as_str().unwrap_or_default()
         ));
     }
@@ -294,7 +338,7 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
             "dry run: nothing was written; rows_rewritten counts the rows a replay would write"
         );
     }
-    Ok(summary)
+    summary
 }
 
 fn progress(t: &Tally, total: i64) {
