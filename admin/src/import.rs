@@ -30,13 +30,26 @@ use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// `rivulet-admin import`'s arguments.
+#[derive(clap::Args)]
 pub struct Request {
+    #[arg(long = "site")]
     pub site_id: u32,
+    /// rivulet (NDJSON or CSV of `rivulet-admin export`), umami (CSV of website
+    /// events) or posthog (CSV or JSON lines of events).
+    #[arg(long)]
     pub format: Format,
-    /// A file, or `-` for stdin.
+    /// The file, or - for stdin.
     pub input: String,
+    /// Stop at the first record that cannot be imported (default: report and skip).
+    #[arg(long)]
     pub strict: bool,
+    /// Start over, ignoring an earlier, interrupted import of the file.
+    #[arg(long)]
     pub restart: bool,
+    /// Where to keep the import's progress (default: FILE.import-state.json; needed
+    /// to resume an import from stdin).
+    #[arg(long)]
     pub state: Option<PathBuf>,
 }
 
@@ -261,15 +274,7 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
             if producer.is_idle() {
                 done = record;
             }
-            if let Some(path) = &state {
-                write_progress(
-                    path,
-                    &Progress {
-                        records_done: done,
-                        ..this_progress(&this)
-                    },
-                )?;
-            }
+            save_progress(state.as_deref(), &this, done)?;
             last_save = Instant::now();
         }
         if progress_shown && last_shown.elapsed() >= Duration::from_millis(200) {
@@ -283,15 +288,7 @@ pub async fn import(req: Request) -> Result<Value, AdminError> {
     if failure.is_none() {
         done = record;
     }
-    if let Some(path) = &state {
-        write_progress(
-            path,
-            &Progress {
-                records_done: done,
-                ..this_progress(&this)
-            },
-        )?;
-    }
+    save_progress(state.as_deref(), &this, done)?;
     if progress_shown {
         eprintln!();
     }
@@ -419,6 +416,20 @@ fn erased(ledger: &Ledger, site_id: u32, raw: &RawEvent) -> bool {
         raw.timestamp,
         raw.received_at,
     ))
+}
+
+/// Records how far this import got, when it keeps a state file.
+fn save_progress(state: Option<&Path>, this: &Progress, done: u64) -> Result<(), AdminError> {
+    match state {
+        Some(path) => write_progress(
+            path,
+            &Progress {
+                records_done: done,
+                ..this_progress(this)
+            },
+        ),
+        None => Ok(()),
+    }
 }
 
 fn show_progress(tally: &Tally, bytes_read: u64, total_bytes: u64) {

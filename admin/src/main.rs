@@ -83,26 +83,7 @@ enum Command {
     },
     /// Import a site's past events from Rivulet's export, Umami's or PostHog's (CSV or
     /// JSONL), through Kafka's historical lane; resumable; prints a summary.
-    Import {
-        #[arg(long = "site")]
-        site_id: u32,
-        /// rivulet (NDJSON or CSV of `rivulet-admin export`), umami (CSV of website
-        /// events) or posthog (CSV or JSON lines of events).
-        #[arg(long)]
-        format: rivulet_import::Format,
-        /// The file, or - for stdin.
-        input: String,
-        /// Stop at the first record that cannot be imported (default: report and skip).
-        #[arg(long)]
-        strict: bool,
-        /// Start over, ignoring an earlier, interrupted import of the file.
-        #[arg(long)]
-        restart: bool,
-        /// Where to keep the import's progress (default: FILE.import-state.json; needed
-        /// to resume an import from stdin).
-        #[arg(long)]
-        state: Option<std::path::PathBuf>,
-    },
+    Import(import::Request),
     /// People: a user's profile, aliases and events.
     Users {
         #[command(subcommand)]
@@ -355,24 +336,7 @@ async fn run(command: Command) -> Result<Value, AdminError> {
         Command::Users {
             command: UsersCommand::Show { site_id, user_id },
         } => people::show(&connect().await?, site_id, &user_id).await,
-        Command::Import {
-            site_id,
-            format,
-            input,
-            strict,
-            restart,
-            state,
-        } => {
-            import::import(import::Request {
-                site_id,
-                format,
-                input,
-                strict,
-                restart,
-                state,
-            })
-            .await
-        }
+        Command::Import(req) => import::import(req).await,
         Command::Replay {
             since,
             until,

@@ -107,6 +107,12 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
         "geo_db": geo.map(|g| g.files),
     });
 
+    let rewrite = Rewrite {
+        db: &db,
+        enrichers: &enrichers,
+        ledger: &ledger,
+        dry_run: req.dry_run,
+    };
     let consumer = consumer(&cfg)?;
     let ranges = assign_ranges(&consumer, &cfg.topic, &req)?;
     let total: i64 = ranges.values().map(|(start, end)| end - start).sum();
@@ -178,16 +184,7 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
         batch.push(raw);
         if batch.len() >= BATCH {
             let batch = std::mem::take(&mut batch);
-            process(
-                &db,
-                &enrichers,
-                &ledger,
-                &mut sessions,
-                batch,
-                &mut tally,
-                req.dry_run,
-            )
-            .await?;
+            process(&rewrite, &mut sessions, batch, &mut tally).await?;
         }
         if last_progress.elapsed() >= Duration::from_secs(2) {
             last_progress = Instant::now();
@@ -195,16 +192,7 @@ pub async fn replay(req: Request) -> Result<Value, AdminError> {
         }
     }
     if !batch.is_empty() {
-        process(
-            &db,
-            &enrichers,
-            &ledger,
-            &mut sessions,
-            batch,
-            &mut tally,
-            req.dry_run,
-        )
-        .await?;
+        process(&rewrite, &mut sessions, batch, &mut tally).await?;
     }
     progress(&tally, total);
     drop(consumer);
@@ -468,15 +456,26 @@ fn low_watermarks(
 
 /// Re-enriches `batch`, compares each row with the stored one, and writes those that
 /// changed.
+/// What every batch of a replay is enriched, checked and written with.
+struct Rewrite<'a> {
+    db: &'a Db,
+    enrichers: &'a Enrichers,
+    ledger: &'a Ledger,
+    dry_run: bool,
+}
+
 async fn process(
-    db: &Db,
-    enrichers: &Enrichers,
-    ledger: &Ledger,
+    rewrite: &Rewrite<'_>,
     sessions: &mut SessionTracker,
     batch: Vec<RawEvent>,
     tally: &mut Tally,
-    dry_run: bool,
 ) -> Result<(), AdminError> {
+    let Rewrite {
+        db,
+        enrichers,
+        ledger,
+        dry_run,
+    } = *rewrite;
     let mut rows: Vec<EventRow> = Vec::with_capacity(batch.len());
     for raw in batch {
         let (ts, received) = (raw.timestamp, raw.received_at);

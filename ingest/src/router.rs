@@ -11,7 +11,7 @@
 //! ingest's CPU (docs/decisions/002-ingest-request-path.md).
 
 use crate::api::{ErrorReason, IngestError};
-use crate::handlers;
+use crate::handlers::{self, answer, Job};
 use crate::request_body::RequestBody;
 use crate::state::{AppState, Backends};
 use axum::http::{header, HeaderMap, HeaderValue, Method, Request, StatusCode};
@@ -167,11 +167,13 @@ async fn dispatch<S: Backends, B: RequestBody>(
         _ if tracking && req.method() == Method::OPTIONS => {
             handlers::preflight(st, peer, req.headers())
         }
-        Route::Track if req.method() == Method::POST => handlers::track(st, peer, req).await,
+        Route::Track if req.method() == Method::POST => answer(st, peer, req, Job::Track).await,
         Route::TrackBatch if req.method() == Method::POST => {
-            handlers::track_batch(st, peer, req).await
+            answer(st, peer, req, Job::Batch).await
         }
-        Route::Identify if req.method() == Method::POST => handlers::identify(st, peer, req).await,
+        Route::Identify if req.method() == Method::POST => {
+            answer(st, peer, req, Job::Identify).await
+        }
         _ if tracking => IngestError::MethodNotAllowed.into_response(),
         // Off the public port: they tell an attacker what is down.
         Route::Unmatched | Route::Readiness | Route::Metrics => {

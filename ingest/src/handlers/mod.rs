@@ -87,15 +87,36 @@ fn respond(result: Result<Response, IngestError>, cors: Option<HeaderValue>) -> 
     resp
 }
 
-pub async fn track<S: Backends>(
+/// What a tracking request asks for: the three share who sent it (resolved once) and how
+/// the answer gets its CORS headers.
+#[derive(Clone, Copy)]
+pub enum Job {
+    /// `POST /api/track`: one event; 200 once it is in Kafka.
+    Track,
+    /// `POST /api/track/batch`, `{api_key, site_id, events:[…]}`: one request for the
+    /// request limit, and its valid events for the events budget; each event validated on
+    /// its own. 200 when every valid event is in Kafka; 503 (with per-event results) if
+    /// any could not be stored, so the client retries those with the same event_id.
+    Batch,
+    /// `POST /api/identify`: `anonymous_id` becomes an alias of `user_id`, and `traits`
+    /// merge into the user's profile. Authenticated like an event; 200 once in Kafka.
+    Identify,
+}
+
+pub async fn answer<S: Backends>(
     st: &AppState<S>,
     peer: SocketAddr,
     req: Request<impl RequestBody>,
+    job: Job,
 ) -> Response {
     let (head, body) = req.into_parts();
     let client = Client::new(peer, &head.headers, &st.cfg.trusted_proxies);
-    let mut cors = None;
-    let result = track_one(st, &client, &head.headers, body, &mut cors).await;
+    let (headers, mut cors) = (&head.headers, None);
+    let result = match job {
+        Job::Track => track_one(st, &client, headers, body, &mut cors).await,
+        Job::Batch => batch::track_many(st, &client, headers, body, &mut cors).await,
+        Job::Identify => identify::identify_one(st, &client, headers, body, &mut cors).await,
+    };
     respond(result, cors)
 }
 
@@ -124,22 +145,6 @@ async fn track_one<S: Backends>(
     Ok(api::success())
 }
 
-/// `{api_key, site_id, events:[…]}`: one request for the request limit, and its valid
-/// events for the events budget; each event validated on its own. 200 when every valid
-/// event is in Kafka; 503 (with per-event results) if any could not be stored, so the
-/// client retries those with the same event_id.
-pub async fn track_batch<S: Backends>(
-    st: &AppState<S>,
-    peer: SocketAddr,
-    req: Request<impl RequestBody>,
-) -> Response {
-    let (head, body) = req.into_parts();
-    let client = Client::new(peer, &head.headers, &st.cfg.trusted_proxies);
-    let mut cors = None;
-    let result = batch::track_many(st, &client, &head.headers, body, &mut cors).await;
-    respond(result, cors)
-}
-
 /// Whether an erasure asked to drop this person's future events: answered 200 (the
 /// client must not send it again) and never published.
 fn suppressed<S: Backends>(st: &AppState<S>, ev: &TrackEvent<'_>) -> bool {
@@ -151,20 +156,6 @@ fn suppressed<S: Backends>(st: &AppState<S>, ev: &TrackEvent<'_>) -> bool {
         metrics::counter!("ingest_events_suppressed_total").increment(1);
     }
     dropped
-}
-
-/// `POST /api/identify`: `anonymous_id` becomes an alias of `user_id`, and `traits`
-/// merge into the user's profile. Authenticated like an event; 200 once in Kafka.
-pub async fn identify<S: Backends>(
-    st: &AppState<S>,
-    peer: SocketAddr,
-    req: Request<impl RequestBody>,
-) -> Response {
-    let (head, body) = req.into_parts();
-    let client = Client::new(peer, &head.headers, &st.cfg.trusted_proxies);
-    let mut cors = None;
-    let result = identify::identify_one(st, &client, &head.headers, body, &mut cors).await;
-    respond(result, cors)
 }
 
 /// A CORS preflight (`OPTIONS`) of a tracking route: answered for an origin that some
