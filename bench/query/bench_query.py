@@ -46,7 +46,8 @@ EVENTS = int(os.environ.get("BENCH_QUERY_EVENTS", "10000000"))
 DB = os.environ.get("BENCH_QUERY_DB", f"rivulet_bench_query_{EVENTS // 1_000_000}m")
 SEED = int(os.environ.get("BENCH_QUERY_SEED", "1"))
 RUNS = int(os.environ.get("BENCH_QUERY_RUNS", "10"))
-SITE = 1
+# The benchmark's site, found or made in the database by site() (ids are not per database).
+SITE = None
 DOMAIN = "bench-query.example"
 ADMIN_ADDR = "127.0.0.1:27904"
 # The year: 2025-11-27 00:00 UTC to 2026-11-27 00:00 UTC.
@@ -201,15 +202,17 @@ def admin(*args):
     return out.stdout
 
 
+def site():
+    """The benchmark's site in this database (made on the first run), in its time zone."""
+    found = [x["site_id"] for x in json.loads(admin("sites", "list")) if DOMAIN in x.get("domains", [])]
+    site_id = found[0] if found else \
+        json.loads(admin("sites", "create", "--domain", DOMAIN, "--name", "Query benchmark"))["site_id"]
+    admin("sites", "update", str(site_id), "--timezone", TZ)
+    return site_id
+
+
 def stats_key():
-    """The site (id SITE, in the site's time zone) and a fresh stats:read key for it."""
-    listed = admin("sites", "list")
-    if DOMAIN not in listed:
-        created = json.loads(admin("sites", "create", "--domain", DOMAIN, "--name", "Query benchmark"))
-        if created["site_id"] != SITE:
-            sys.exit(f"the benchmark's site got id {created['site_id']}, its events are site {SITE}: "
-                     f"use a database of its own (BENCH_QUERY_DB)")
-    admin("sites", "update", str(SITE), "--timezone", TZ)
+    """A fresh stats:read key for the site."""
     return json.loads(admin("keys", "create", "--site", str(SITE), "--scope", "stats:read"))["api_key"]
 
 
@@ -349,8 +352,10 @@ def measure(ch):
 
 
 def main():
+    global SITE
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     ch = ClickHouse()
+    SITE = site()
     if what in ("generate", "all"):
         generate(ch)
     if what in ("measure", "all"):
