@@ -71,7 +71,8 @@ pub trait KeyCheck: Send + Sync + 'static {
     /// Whether `api_key` is a good key by what this process or Redis holds, without a
     /// registry query: a client address past its rejection limit is still served with
     /// such a key (a shared address is not refused for its neighbours' guesses).
-    fn cached_good(&self, api_key: Option<&str>) -> impl Future<Output = bool> + Send;
+    fn cached_good(&self, api_key: Option<&str>, site_id: u32)
+        -> impl Future<Output = bool> + Send;
     /// The site; 503 before the site directory was first read.
     fn site(&self, site_id: u32) -> Result<Option<Arc<SiteInfo>>, IngestError>;
     /// Whether an event of these ids must be dropped (an erasure suppressed one).
@@ -91,8 +92,12 @@ impl KeyCheck for Auth {
     fn knows(&self, api_key: Option<&str>) -> bool {
         Auth::knows(self, api_key)
     }
-    fn cached_good(&self, api_key: Option<&str>) -> impl Future<Output = bool> + Send {
-        Auth::cached_good(self, api_key)
+    fn cached_good(
+        &self,
+        api_key: Option<&str>,
+        site_id: u32,
+    ) -> impl Future<Output = bool> + Send {
+        Auth::cached_good(self, api_key, site_id)
     }
     fn site(&self, site_id: u32) -> Result<Option<Arc<SiteInfo>>, IngestError> {
         Auth::site(self, site_id)
@@ -288,20 +293,24 @@ impl Auth {
             .contains_key(&id)
     }
 
-    /// Whether `api_key` is good by L1 or Redis alone (never the registry).
-    pub async fn cached_good(&self, api_key: Option<&str>) -> bool {
+    /// Whether `api_key` may send events to `site_id`, by L1 or Redis alone (never the
+    /// registry). A good key sent with another site's id is not: probing site ids with a
+    /// valid key is a failure like any other.
+    pub async fn cached_good(&self, api_key: Option<&str>, site_id: u32) -> bool {
         let Some(digest) = api_key.and_then(digest_if_well_formed) else {
             return false;
         };
+        let good_for = |info: &KeyInfo| info.site_id == site_id && info.ingest;
         if let Some(found) = self.fresh(&digest) {
-            return found.is_some();
+            return found.as_ref().is_some_and(good_for);
         }
         let epoch = self.epoch.load(Ordering::SeqCst);
         let hash = &KeyHash::from_digest(&digest);
         match self.redis_key(&cache::key_entry(hash), hash).await {
             Some(Some(info)) => {
+                let good = good_for(&info);
                 self.cache_key_locally(&digest, Some(info), epoch);
-                true
+                good
             }
             _ => false,
         }

@@ -227,8 +227,10 @@ impl KeyCheck for Keys {
     fn knows(&self, api_key: Option<&str>) -> bool {
         api_key.is_some_and(|k| self.keys.contains_key(k))
     }
-    async fn cached_good(&self, api_key: Option<&str>) -> bool {
-        self.knows(api_key)
+    async fn cached_good(&self, api_key: Option<&str>, site_id: u32) -> bool {
+        api_key
+            .and_then(|k| self.keys.get(k))
+            .is_some_and(|info| info.site_id == site_id && info.ingest)
     }
     fn site(&self, site_id: u32) -> Result<Option<Arc<SiteInfo>>, IngestError> {
         self.sites

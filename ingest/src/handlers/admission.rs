@@ -90,11 +90,11 @@ pub(super) async fn admit<S: Backends>(
 ) -> Result<Admitted, IngestError> {
     let ip = client.ip;
     if let Err(blocked) = st.failures.check(ip) {
-        // A key held as good (in memory or Redis, never a registry query) is served
-        // even from an address past its limit: behind a shared address (NAT), one
-        // client's bad keys must not lock out another's good one.
+        // A key held as good for this site (in memory or Redis, never a registry
+        // query) is served even from an address past its limit: behind a shared address
+        // (NAT), one client's bad keys must not lock out another's good one.
         let good = match credential {
-            Credential::Key(key) => st.auth.cached_good(key).await,
+            Credential::Key(key) => st.auth.cached_good(key, site_id).await,
             Credential::Browser => false,
         };
         if !good {
