@@ -140,9 +140,9 @@ pub fn raw_event(site_id: u32, format: Format, ev: ImportedEvent, now_ms: i64) -
         event_type: EventType::parse(&ev.event_type).unwrap_or_default(),
         timestamp: ev.timestamp_ms,
         received_at: p.received_at_ms.unwrap_or(now_ms),
-        // The source's time is the event's; no client clock to correct or keep.
-        client_timestamp: None,
-        sent_at: None,
+        // Rivulet's own export keeps the client's times (for audit); other sources have none.
+        client_timestamp: p.client_timestamp_ms,
+        sent_at: p.sent_at_ms,
         ip: ev.ip.unwrap_or_default(),
         user_agent: ev.user_agent.unwrap_or_default(),
         event_name: ev.event_name,

@@ -193,6 +193,10 @@ pub struct Preset {
     pub visitor_id: Option<String>,
     /// rivulet format: `received_at`, epoch milliseconds.
     pub received_at_ms: Option<i64>,
+    /// rivulet format: the client's own `timestamp` and `sent_at` as the export kept
+    /// them (for audit), epoch milliseconds; absent when the client sent none.
+    pub client_timestamp_ms: Option<i64>,
+    pub sent_at_ms: Option<i64>,
 }
 
 /// Why a record was not imported: a small set, for the import's summary.

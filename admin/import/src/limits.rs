@@ -791,6 +791,8 @@ mod tests {
             is_bot: Some(1),
             visitor_id: Some("3f2a9c1e5b7d4a60918e2c4b6d8f0a13".into()),
             received_at_ms: Some(NOW),
+            client_timestamp_ms: Some(NOW - 60_000),
+            sent_at_ms: Some(NOW - 30_000),
         };
         assert!(finish(ev, 1).is_ok());
     }

@@ -32,6 +32,8 @@ struct Line {
     event_id: Option<String>,
     timestamp: Option<Ts>,
     received_at: Option<Ts>,
+    client_timestamp: Option<Ts>,
+    sent_at: Option<Ts>,
     #[serde(rename = "type")]
     event_type: Option<String>,
     event_name: Option<String>,
@@ -132,6 +134,9 @@ fn looks_like_visitor_id(s: &str) -> bool {
     s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// The fields that hold a time: RFC 3339 or epoch milliseconds.
+const TIME_FIELDS: [&str; 4] = ["timestamp", "received_at", "client_timestamp", "sent_at"];
+
 const TEXT_FIELDS: &[&str] = &[
     "event_id",
     "type",
@@ -198,16 +203,12 @@ fn wrong_type(bytes: &[u8]) -> Option<String> {
             Value::Null => continue,
             Value::String(_) if TEXT_FIELDS.contains(&name) => continue,
             Value::Number(_) if NUMBER_FIELDS.contains(&name) => continue,
-            Value::String(_) | Value::Number(_) if ["timestamp", "received_at"].contains(&name) => {
-                continue
-            }
+            Value::String(_) | Value::Number(_) if TIME_FIELDS.contains(&name) => continue,
             Value::String(_) | Value::Object(_) if name == "feature_flags" => continue,
             Value::Number(n) if name == "is_bot" && n.as_u64().is_some_and(|v| v <= 1) => continue,
             _ if TEXT_FIELDS.contains(&name) => "a string",
             _ if NUMBER_FIELDS.contains(&name) => "a number",
-            _ if ["timestamp", "received_at"].contains(&name) => {
-                "an RFC 3339 string or epoch milliseconds"
-            }
+            _ if TIME_FIELDS.contains(&name) => "an RFC 3339 string or epoch milliseconds",
             _ if name == "is_bot" => "0 or 1",
             _ => continue,
         };
@@ -251,11 +252,16 @@ pub(crate) fn parse(bytes: &[u8], line: u64) -> Result<ImportedEvent, RowError> 
         None => return Err(err(SkipKind::BadTimestamp, "no timestamp".into())),
         Some(ts) => millis("timestamp", ts).map_err(|m| err(SkipKind::BadTimestamp, m))?,
     };
-    let received_at_ms = match &l.received_at {
-        Some(Ts::Text(s)) if s.is_empty() => None,
-        None => None,
-        Some(ts) => Some(millis("received_at", ts).map_err(|m| err(SkipKind::BadTimestamp, m))?),
+    let optional_time = |name: &str, ts: &Option<Ts>| match ts {
+        Some(Ts::Text(s)) if s.is_empty() => Ok(None),
+        None => Ok(None),
+        Some(ts) => millis(name, ts)
+            .map(Some)
+            .map_err(|m| err(SkipKind::BadTimestamp, m)),
     };
+    let received_at_ms = optional_time("received_at", &l.received_at)?;
+    let client_timestamp_ms = optional_time("client_timestamp", &l.client_timestamp)?;
+    let sent_at_ms = optional_time("sent_at", &l.sent_at)?;
     let event_type =
         opt(l.event_type).ok_or_else(|| err(SkipKind::MissingField, "no type".into()))?;
     let screen_width = crate::props::dimension("screenWidth", l.screen_width)
@@ -328,6 +334,8 @@ pub(crate) fn parse(bytes: &[u8], line: u64) -> Result<ImportedEvent, RowError> 
             is_bot: l.is_bot,
             visitor_id,
             received_at_ms,
+            client_timestamp_ms,
+            sent_at_ms,
         },
     })
 }

@@ -68,6 +68,8 @@ fn rivulet_ndjson() {
             is_bot: Some(0),
             visitor_id: s("3f2a9c1e5b7d4a60918e2c4b6d8f0a13"),
             received_at_ms: Some(1_795_600_801_000),
+            client_timestamp_ms: None,
+            sent_at_ms: None,
         },
         ..Default::default()
     };
