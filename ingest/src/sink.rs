@@ -27,12 +27,18 @@ static QUEUE_FULL_WAITS: LazyLock<Counter> =
 /// Where the handlers hand accepted events: `Ok` only once an event is durable. The
 /// service uses [`KafkaSink`]; unit tests use a sink in memory.
 pub trait Sink: Send + Sync + 'static {
-    /// Publishes one record and waits until it is durable.
-    fn publish(&self, record: &Record) -> impl Future<Output = Result<(), SinkError>> + Send;
-    /// Publishes the records: one result per record, in order.
+    /// Publishes one record and waits until it is durable, or until `deadline`: then
+    /// [`SinkError::Timeout`].
+    fn publish(
+        &self,
+        record: &Record,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<(), SinkError>> + Send;
+    /// Publishes the records: one result per record, in order, all by `deadline`.
     fn publish_all(
         &self,
         records: &[Record],
+        deadline: Instant,
     ) -> impl Future<Output = Vec<Result<(), SinkError>>> + Send;
     /// Whether the sink can take records now (readiness).
     fn is_ready(&self) -> bool;
@@ -196,15 +202,20 @@ fn build_producer(s: &KafkaSettings, reports: Arc<Notify>) -> Result<AckProducer
 }
 
 impl Sink for KafkaSink {
-    fn publish(&self, record: &Record) -> impl Future<Output = Result<(), SinkError>> + Send {
-        KafkaSink::publish(self, record)
+    fn publish(
+        &self,
+        record: &Record,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<(), SinkError>> + Send {
+        KafkaSink::publish(self, record, deadline)
     }
 
     fn publish_all(
         &self,
         records: &[Record],
+        deadline: Instant,
     ) -> impl Future<Output = Vec<Result<(), SinkError>>> + Send {
-        KafkaSink::publish_all(self, records)
+        KafkaSink::publish_all(self, records, deadline)
     }
 
     fn is_ready(&self) -> bool {
@@ -217,12 +228,13 @@ impl Sink for KafkaSink {
 }
 
 impl KafkaSink {
-    /// Publishes one record and waits for the broker's ack.
-    pub async fn publish(&self, record: &Record) -> Result<(), SinkError> {
+    /// Publishes one record and waits for the broker's ack until `deadline` (the
+    /// handler's: the ack time-out counted from the request's arrival, so that the
+    /// checks before publishing do not lengthen a client's wait).
+    pub async fn publish(&self, record: &Record, deadline: Instant) -> Result<(), SinkError> {
         if !self.up.load(Ordering::Relaxed) {
             return Err(SinkError::Unavailable);
         }
-        let deadline = Instant::now() + self.settings.ack_timeout;
         let delivery = self.enqueue(&self.producer(), record, deadline).await?;
         let result = await_ack(delivery, deadline).await;
         if let Err(e) = &result {
@@ -233,14 +245,17 @@ impl KafkaSink {
 
     /// Publishes the records and waits for their acks: one result per record, in order.
     /// All are enqueued before any ack is awaited, so that they share produce requests.
-    pub async fn publish_all(&self, records: &[Record]) -> Vec<Result<(), SinkError>> {
+    pub async fn publish_all(
+        &self,
+        records: &[Record],
+        deadline: Instant,
+    ) -> Vec<Result<(), SinkError>> {
         if !self.up.load(Ordering::Relaxed) {
             return records
                 .iter()
                 .map(|_| Err(SinkError::Unavailable))
                 .collect();
         }
-        let deadline = Instant::now() + self.settings.ack_timeout;
         let producer = self.producer();
         let mut deliveries = Vec::with_capacity(records.len());
         for r in records {

@@ -171,12 +171,17 @@ impl MemorySink {
 }
 
 impl Sink for MemorySink {
-    fn publish(&self, r: &Record) -> impl Future<Output = Result<(), SinkError>> + Send {
+    fn publish(
+        &self,
+        r: &Record,
+        _deadline: tokio::time::Instant,
+    ) -> impl Future<Output = Result<(), SinkError>> + Send {
         std::future::ready(self.take(r))
     }
     fn publish_all(
         &self,
         records: &[Record],
+        _deadline: tokio::time::Instant,
     ) -> impl Future<Output = Vec<Result<(), SinkError>>> + Send {
         std::future::ready(records.iter().map(|r| self.take(r)).collect())
     }

@@ -171,8 +171,9 @@ fn profile() -> Profile {
     }
 }
 
-/// The longest a client may wait for an answer: ingest's ack time-out, and a second for
-/// the key and rate-limit checks before it (Redis is asked for 250 ms at most).
+/// The longest a client may wait for an answer: ingest's ack time-out (which counts from
+/// the request's body and includes the key and rate-limit checks), and a second for the
+/// request to travel and for scheduling on a loaded host.
 const DEADLINE: Duration = Duration::from_millis(KAFKA_ACK_TIMEOUT.as_millis() as u64 + 1000);
 
 /// Heals every cut and resumes a paused broker, also when the test fails midway.

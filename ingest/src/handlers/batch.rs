@@ -4,7 +4,7 @@
 use super::admission::{admit, credential, require_key};
 use super::client::Client;
 use super::message::{publish_all, raw_event, stored_event_id};
-use super::{read_body, suppressed, EVENTS_ACCEPTED};
+use super::{answer_deadline, read_body, suppressed, EVENTS_ACCEPTED};
 use crate::api::{self, BatchItem, BatchResponse, IngestError};
 use crate::event::errors::ValidationErrors;
 use crate::event::fields::{self, EventFields, Events, Field, Item};
@@ -26,6 +26,7 @@ pub(super) async fn track_many<S: Backends>(
     cors: &mut Option<HeaderValue>,
 ) -> Result<Response, IngestError> {
     let body = read_body(st, headers, body, st.cfg.max_batch_bytes).await?;
+    let deadline = answer_deadline(st);
     let batch = fields::parse_batch(&body, st.cfg.max_batch_events)?;
     let events = event_list(batch.events, st.cfg.max_batch_events)?;
     // The envelope carries site_id, api_key and sent_at; its site_id and sent_at are
@@ -75,7 +76,7 @@ pub(super) async fn track_many<S: Backends>(
         }
     }
     let (places, raws): (Vec<usize>, Vec<RawEvent<Cow<str>>>) = pending.into_iter().unzip();
-    let outcomes = publish_all(&*st.sink, &raws).await;
+    let outcomes = publish_all(&*st.sink, &raws, deadline).await;
     let (mut accepted, mut failed) = (dropped, 0);
     for ((i, raw), outcome) in places.into_iter().zip(raws).zip(outcomes) {
         let event_id = raw.event_id.to_string();

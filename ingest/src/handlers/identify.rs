@@ -4,7 +4,7 @@
 use super::admission::{admit, credential, require_key};
 use super::client::Client;
 use super::message::identify_record;
-use super::read_body;
+use super::{answer_deadline, read_body};
 use crate::api::{self, IngestError};
 use crate::auth::KeyCheck;
 use crate::event::errors::ValidationErrors;
@@ -25,6 +25,7 @@ pub(super) async fn identify_one<S: Backends>(
     cors: &mut Option<HeaderValue>,
 ) -> Result<Response, IngestError> {
     let body = read_body(st, headers, body, st.cfg.max_body_bytes).await?;
+    let deadline = answer_deadline(st);
     let mut fields = fields::parse_identify(&body)?;
     let api_key = fields.api_key.take();
     let (id, credential) = require_key(
@@ -48,7 +49,7 @@ pub(super) async fn identify_one<S: Backends>(
     }
     within_profile_caps(st, &id).await?;
     let record = identify_record(&id, &who, client, rivulet_common::epoch::now_ms())?;
-    if let Err(e) = st.sink.publish(&record).await {
+    if let Err(e) = st.sink.publish(&record, deadline).await {
         tracing::warn!(error = %e, "identify not acknowledged by Kafka");
         return Err(IngestError::Unavailable(
             "the identify call could not be stored",

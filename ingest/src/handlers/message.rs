@@ -11,6 +11,7 @@ use crate::sink::{Record, Sink, SinkError};
 use rivulet_common::event::{IdentifyMessage, MessageKind, RawEvent, RAW_EVENT_VERSION};
 use rivulet_common::kafka::write_message_key;
 use std::borrow::Cow;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 /// The Kafka message for a validated event: server-chosen id, times, IP and user agent.
@@ -94,18 +95,20 @@ fn record(raw: &RawEvent<Cow<'_, str>>) -> Result<Record, SinkError> {
     .map_err(|e| SinkError::Encode(e.to_string()))
 }
 
-/// Publishes one event and waits until it is durable.
+/// Publishes one event and waits until it is durable, or until `deadline`.
 pub(super) async fn publish(
     sink: &impl Sink,
     raw: &RawEvent<Cow<'_, str>>,
+    deadline: Instant,
 ) -> Result<(), SinkError> {
-    sink.publish(&record(raw)?).await
+    sink.publish(&record(raw)?, deadline).await
 }
 
 /// Publishes the events and waits until they are durable: one outcome per event, in order.
 pub(super) async fn publish_all(
     sink: &impl Sink,
     raws: &[RawEvent<Cow<'_, str>>],
+    deadline: Instant,
 ) -> Vec<Result<(), SinkError>> {
     let mut outcomes: Vec<Result<(), SinkError>> = Vec::with_capacity(raws.len());
     let mut records = Vec::with_capacity(raws.len());
@@ -118,7 +121,7 @@ pub(super) async fn publish_all(
             Err(e) => outcomes.push(Err(e)),
         }
     }
-    let mut acks = sink.publish_all(&records).await.into_iter();
+    let mut acks = sink.publish_all(&records, deadline).await.into_iter();
     for outcome in outcomes.iter_mut().filter(|o| o.is_ok()) {
         if let Some(Err(e)) = acks.next() {
             *outcome = Err(e);
@@ -169,6 +172,12 @@ mod tests {
     use crate::testing::MemorySink;
     use rivulet_common::event::{EventType, RawEvent, RAW_EVENT_VERSION};
     use std::borrow::Cow;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(5)
+    }
 
     fn raw(pathname: &'static str, user_id: Option<&'static str>) -> RawEvent<Cow<'static, str>> {
         RawEvent {
@@ -200,7 +209,7 @@ mod tests {
     async fn an_event_is_published_as_its_raw_message_under_its_visitor_key() {
         let sink = MemorySink::default();
         let ev = raw("/a", Some("u1"));
-        publish(&sink, &ev).await.unwrap();
+        publish(&sink, &ev, soon()).await.unwrap();
         let stored = sink.events();
         assert_eq!(stored.len(), 1);
         assert_eq!(stored[0].event_id, ev.event_id);
@@ -213,7 +222,7 @@ mod tests {
         let sink = MemorySink::default();
         sink.refuse("/refused");
         let events = [raw("/a", None), raw("/refused", None), raw("/b", None)];
-        let outcomes = publish_all(&sink, &events).await;
+        let outcomes = publish_all(&sink, &events, soon()).await;
         assert!(matches!(
             outcomes.as_slice(),
             [Ok(()), Err(SinkError::Timeout), Ok(())]

@@ -35,6 +35,7 @@ use rivulet_common::health::{self, Readiness};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::LazyLock;
+use tokio::time::Instant;
 
 // Registered once: `counter!` builds its key and looks the series up on every call.
 static EVENTS_ACCEPTED: LazyLock<Counter> =
@@ -76,6 +77,14 @@ async fn read_body<S: Backends>(
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok());
     request_body::decode_content(encoding, raw, limit)
+}
+
+/// When a request must have its answer: `KAFKA_ACK_TIMEOUT_MS` after its body was read.
+/// The key and rate-limit checks count against it (each bounded on its own as well), so
+/// a client waits at most the ack time-out plus the time it took to send the body, and
+/// then gets a 503 it can retry.
+fn answer_deadline<S: Backends>(st: &AppState<S>) -> Instant {
+    Instant::now() + st.cfg.kafka_ack_timeout
 }
 
 /// The answer, with CORS headers when a browser request's origin was allowed.
@@ -128,6 +137,7 @@ async fn track_one<S: Backends>(
     cors: &mut Option<HeaderValue>,
 ) -> Result<Response, IngestError> {
     let body = read_body(st, headers, body, st.cfg.max_body_bytes).await?;
+    let deadline = answer_deadline(st);
     let mut fields = fields::parse_event(&body)?;
     let api_key = fields.api_key.take();
     let (ev, credential) =
@@ -137,7 +147,7 @@ async fn track_one<S: Backends>(
         return Ok(api::success());
     }
     let raw = raw_event(ev, &who, client, now_ms());
-    if let Err(e) = publish(&*st.sink, &raw).await {
+    if let Err(e) = publish(&*st.sink, &raw, deadline).await {
         tracing::warn!(error = %e, "event not acknowledged by Kafka");
         return Err(IngestError::Unavailable("the event could not be stored"));
     }
