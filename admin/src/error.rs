@@ -53,6 +53,9 @@ pub enum AdminError {
     /// ClickHouse stopped a Stats API query at its time limit.
     #[error("The query took longer than the time it may take: narrow its date range or filters, or retry later.")]
     QueryTimeout,
+    /// ClickHouse stopped a Stats API query at its memory limit (`max_memory_usage`).
+    #[error("The query needs more memory than a query may use: narrow its date range or filters.")]
+    QueryTooLarge,
     /// Too many requests with wrong API keys from one address: wait this many seconds.
     #[error("Too many rejected requests from this address. Retry in {0} s.")]
     TooManyRejections(u64),
@@ -82,7 +85,7 @@ impl AdminError {
             AdminError::TooManyTries(_)
             | AdminError::TooManyRejections(_)
             | AdminError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            AdminError::QueryTimeout => StatusCode::SERVICE_UNAVAILABLE,
+            AdminError::QueryTimeout | AdminError::QueryTooLarge => StatusCode::SERVICE_UNAVAILABLE,
             AdminError::Stats(e) => {
                 StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
             }

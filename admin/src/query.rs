@@ -19,10 +19,13 @@ pub struct Stats {
 }
 
 impl Stats {
-    pub fn new(db: Db, max_execution_secs: u64) -> Self {
+    /// `max_memory_bytes` 0 leaves ClickHouse's own `max_memory_usage` in force.
+    pub fn new(db: Db, max_execution_secs: u64, max_memory_bytes: u64) -> Self {
         Stats {
             db,
-            planner: Planner::default().with_max_execution_time(max_execution_secs),
+            planner: Planner::default()
+                .with_max_execution_time(max_execution_secs)
+                .with_max_memory_usage(max_memory_bytes),
         }
     }
 
@@ -84,12 +87,24 @@ impl Stats {
         result.map_err(|e| {
             if is_timeout(&e) {
                 AdminError::QueryTimeout
+            } else if is_memory_limit(&e) {
+                tracing::warn!(error = %e, statement = statement.name, "a Stats API statement hit the memory limit");
+                AdminError::QueryTooLarge
             } else {
                 tracing::warn!(error = %e, statement = statement.name, "a Stats API statement failed");
                 AdminError::Unavailable(format!("ClickHouse ({e})"))
             }
         })
     }
+}
+
+/// ClickHouse stopped the statement at its memory limit (MEMORY_LIMIT_EXCEEDED).
+fn is_memory_limit(e: &clickhouse::error::Error) -> bool {
+    let text = e.to_string();
+    text.contains(&format!(
+        "Code: {}",
+        rivulet_stats::sql::MEMORY_LIMIT_EXCEEDED
+    )) || text.contains("MEMORY_LIMIT_EXCEEDED")
 }
 
 /// ClickHouse stopped the statement at its `max_execution_time`.

@@ -13,16 +13,24 @@
 //!   events, read [`SESSION_LOOKAROUND_SECS`] beyond the range on both sides);
 //! - **per visit**: with `bounce_rate`, `visit_duration` or `views_per_visit`, the joined
 //!   events grouped by (dimensions, visit) first, then by the dimensions, so that each
-//!   visit counts once per row with its own measures.
+//!   visit counts once per row with its own measures;
+//! - **by visit**: the per-visit case whose dimensions are all the visit's (the overview,
+//!   sources, entry pages, countries, devices): no join at all. One `GROUP BY session_id`
+//!   over the range and its lookaround gives each visit's attributes and measures from
+//!   all its events and, with `-If` on the range and the event filters, what it counts
+//!   in the range; the visit filters are its `HAVING`. It reads the events once instead
+//!   of twice and holds no hash table of visits for a join: the 12-month overview of a
+//!   10M-event site answers where the joined shape ran out of memory.
 //!
 //! Web vitals' percentiles (`lcp_p75`, …) are event metrics, in every shape: the distinct
 //! `(event_id, value)` pairs of the `performance` events with a value, sorted, and the
 //! one at `quantileExact`'s index taken (see [`p75`]).
 //!
 //! Bots are left out (`is_bot = 0`) everywhere. Duplicates of an event (same `event_id`)
-//! count once: events by `uniqExact(event_id)`, people by `uniqExact`, and a visit's
-//! first/last values by `argMin`/`argMax` over `(timestamp, event_id)`, which duplicates
-//! do not change.
+//! count once: events by `uniqExact(event_id)` (within a visit by `arrayUniq` of the
+//! visit's ids: a set per visit is a hash table per visit, hundreds of bytes each even
+//! when empty), people by `uniqExact`, and a visit's first/last values by
+//! `argMin`/`argMax` over `(timestamp, event_id)`, which duplicates do not change.
 
 use crate::date_range::auto_bucket;
 use crate::dimensions::{
@@ -78,6 +86,8 @@ struct Builder<'a> {
     person: bool,
     /// Rows are made per (dimensions, visit) first.
     per_visit: bool,
+    /// Per visit, and every dimension is the visit's: one `GROUP BY session_id`.
+    by_visit: bool,
 }
 
 impl<'a> Builder<'a> {
@@ -89,12 +99,25 @@ impl<'a> Builder<'a> {
                 .filters
                 .iter()
                 .any(|f| !f.all_leaves(&|l| !l.dimension.is_visit()));
+        let person = spec.metrics.contains(&Metric::Users);
+        // Each top-level filter must be on the event alone (it picks the events a visit
+        // counts) or on the visit alone (it picks visits): a filter mixing the two needs
+        // each event next to its visit's attributes, which only the join has.
+        let separable = spec.filters.iter().all(|f| {
+            f.all_leaves(&|l| !l.dimension.is_visit()) || f.all_leaves(&|l| l.dimension.is_visit())
+        });
+        let by_visit = per_visit
+            && spec.dimensions.iter().all(Dimension::is_visit)
+            && separable
+            && !person
+            && !spec.metrics.iter().any(|m| m.vital().is_some());
         Builder {
             spec,
             tz: quote(spec.zone.name()),
             visits,
-            person: spec.metrics.contains(&Metric::Users),
+            person,
             per_visit,
+            by_visit,
         }
     }
 
@@ -111,7 +134,24 @@ impl<'a> Builder<'a> {
             .map(|i| format!("d{i}"))
             .collect();
         let mut out = Sql::new();
-        if self.per_visit {
+        if self.by_visit {
+            out.push("SELECT ");
+            let mut columns: Vec<Sql> = spec
+                .dimensions
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let mut s = self.dimension(d);
+                    s.push(&format!(" AS d{i}"));
+                    s
+                })
+                .collect();
+            columns.extend(spec.metrics.iter().map(|m| self.metric(*m)));
+            out.join(&columns, ", ");
+            out.push(" FROM (")
+                .append(&self.visits_in_range())
+                .push(")");
+        } else if self.per_visit {
             // Inner: one row per (dimensions, visit); outer: per dimensions.
             let mut inner = sql("SELECT ");
             for d in &dims {
@@ -196,19 +236,19 @@ impl<'a> Builder<'a> {
         let mut out = Vec::new();
         let has = |m: Metric| self.spec.metrics.contains(&m);
         if has(Metric::Visitors) || has(Metric::Percentage) {
-            out.push(("g_users", "groupUniqArray(user_id)".into()));
+            out.push(("g_users", "groupArray(user_id)".into()));
         }
         if has(Metric::Users) {
-            out.push(("g_persons", "groupUniqArrayIf(person, person != '')".into()));
+            out.push(("g_persons", "groupArrayIf(person, person != '')".into()));
         }
         if has(Metric::Pageviews) {
             out.push((
                 "g_pageviews",
-                "uniqExactIf(event_id, type = 'pageview')".into(),
+                "arrayUniq(groupArrayIf(event_id, type = 'pageview'))".into(),
             ));
         }
         if has(Metric::Events) {
-            out.push(("g_events", "uniqExact(event_id)".into()));
+            out.push(("g_events", "arrayUniq(groupArray(event_id))".into()));
         }
         if has(Metric::BounceRate) {
             out.push(("g_bounce", "any(s_bounce)".into()));
@@ -419,9 +459,77 @@ impl<'a> Builder<'a> {
         s
     }
 
-    /// One row per visit with an event in the range (and around it): the attributes the
-    /// query groups or filters by, and the measures its metrics need.
-    fn visit_attributes(&self) -> Sql {
+    /// The by-visit shape's rows: one per visit with an event in the range that passes
+    /// the event filters, with the attributes the query groups or filters by (from all
+    /// its events, the lookaround included) and the `g_` measures of
+    /// [`Self::per_visit_columns`], those of the range's events (`-If` on
+    /// [`Self::event_conditions`]); the visit filters and the restriction as `HAVING`.
+    fn visits_in_range(&self) -> Sql {
+        let counted = self.event_conditions(false);
+        // `counted` carries binds: each use appends its own.
+        let when = |extra: &str| {
+            let mut s = sql("(");
+            s.append(&counted).push(")").push(extra);
+            s
+        };
+        let mut s = sql("SELECT session_id");
+        for p in self.visit_properties() {
+            s.push(&format!(", {} AS {}", visit_aggregate(p), visit_column(p)));
+        }
+        let has = |m: Metric| self.spec.metrics.contains(&m);
+        if has(Metric::Visitors) || has(Metric::Percentage) {
+            // Every id, repeats and all: `uniqExactArray` counts each once.
+            s.push(", groupArrayIf(user_id, ")
+                .append(&when(""))
+                .push(") AS g_users");
+        }
+        if has(Metric::Pageviews) {
+            s.push(", arrayUniq(groupArrayIf(event_id, ")
+                .append(&when(" AND type = 'pageview'"))
+                .push(")) AS g_pageviews");
+        }
+        if has(Metric::Events) {
+            s.push(", arrayUniq(groupArrayIf(event_id, ")
+                .append(&when(""))
+                .push(")) AS g_events");
+        }
+        if has(Metric::BounceRate) || has(Metric::ViewsPerVisit) {
+            s.push(", arrayUniq(groupArrayIf(event_id, type = 'pageview')) AS g_views");
+        }
+        if has(Metric::BounceRate) {
+            s.push(&format!(
+                ", toUInt8(g_views = 1 AND countIf(type IN ({})) = 0) AS g_bounce",
+                engagement_list()
+            ));
+        }
+        if has(Metric::VisitDuration) {
+            s.push(", toUInt32(max(timestamp)) - toUInt32(min(timestamp)) AS g_duration");
+        }
+        s.push(", countIf(")
+            .append(&when(""))
+            .push(") AS g_counted");
+        s.push(&format!(" FROM {TABLE} WHERE "))
+            .append(&self.range(SESSION_LOOKAROUND_SECS))
+            .push(" GROUP BY session_id HAVING g_counted > 0");
+        let on_visit: Vec<&Filter> = self
+            .spec
+            .filters
+            .iter()
+            .filter(|f| !f.all_leaves(&|l| !l.dimension.is_visit()))
+            .collect();
+        let expr = |d: &Dimension| self.dimension(d);
+        let c = filters::conjunction(&on_visit, &expr);
+        if !c.is_empty() {
+            s.push(" AND ").append(&c);
+        }
+        if let Some(r) = self.spec.restriction {
+            s.push(" AND ").append(&self.restriction(r, &expr));
+        }
+        s
+    }
+
+    /// The visit attributes the query groups or filters by, each once.
+    fn visit_properties(&self) -> Vec<VisitProperty> {
         let mut props: Vec<VisitProperty> = Vec::new();
         let leaves = self
             .spec
@@ -436,22 +544,27 @@ impl<'a> Builder<'a> {
                 }
             }
         }
-        let mut cols: Vec<String> = props
+        props
+    }
+
+    /// One row per visit with an event in the range (and around it): the attributes the
+    /// query groups or filters by, and the measures its metrics need.
+    fn visit_attributes(&self) -> Sql {
+        let mut cols: Vec<String> = self
+            .visit_properties()
             .iter()
             .map(|p| format!("{} AS {}", visit_aggregate(*p), visit_column(*p)))
             .collect();
         let has = |m: Metric| self.spec.metrics.contains(&m);
         if has(Metric::BounceRate) || has(Metric::ViewsPerVisit) {
-            cols.push("uniqExactIf(event_id, type = 'pageview') AS s_pageviews".into());
+            cols.push("arrayUniq(groupArrayIf(event_id, type = 'pageview')) AS s_pageviews".into());
         }
         if has(Metric::BounceRate) {
-            let engaged = ENGAGEMENT_TYPES
-                .iter()
-                .map(|t| quote(t))
-                .collect::<Vec<_>>()
-                .join(", ");
+            // Whether there is any engagement: a count, duplicates or not, is 0 exactly
+            // when there is none.
             cols.push(format!(
-                "toUInt8(s_pageviews = 1 AND uniqExactIf(event_id, type IN ({engaged})) = 0) AS s_bounce"
+                "toUInt8(s_pageviews = 1 AND countIf(type IN ({})) = 0) AS s_bounce",
+                engagement_list()
             ));
         }
         if has(Metric::VisitDuration) {
@@ -502,6 +615,15 @@ impl<'a> Builder<'a> {
         s.push(")");
         s
     }
+}
+
+/// [`ENGAGEMENT_TYPES`] as a list of SQL strings.
+fn engagement_list() -> String {
+    ENGAGEMENT_TYPES
+        .iter()
+        .map(|t| quote(t))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The measurements of a vital in a group of events: each `performance` event that has
@@ -714,10 +836,61 @@ mod tests {
     }
 
     #[test]
-    fn visit_measures_group_by_visit_first() {
+    fn visit_measures_by_visit_dimensions_are_one_group_by_visit() {
         let p = planned(
             json!({"metrics": ["visits", "bounce_rate", "visit_duration", "views_per_visit"],
                    "dimensions": ["visit:entry_page"],
+                   "filters": [["is", "visit:country", ["DE"]], ["is", "event:name", ["signup"]]]}),
+            BERLIN,
+        );
+        assert_eq!(
+            p.main().inline(),
+            format!(
+                "SELECT * FROM (SELECT s_entry_page AS d0, count() AS visits, \
+                 100 * sum(g_bounce) / greatest(count(), 1) AS bounce_rate, \
+                 sum(g_duration) / greatest(count(), 1) AS visit_duration, \
+                 sum(g_views) / greatest(count(), 1) AS views_per_visit FROM (\
+                 SELECT session_id, \
+                 argMinIf(pathname, (timestamp, event_id), type = 'pageview') AS s_entry_page, \
+                 argMin(country, (timestamp, event_id)) AS s_country, \
+                 arrayUniq(groupArrayIf(event_id, type = 'pageview')) AS g_views, \
+                 toUInt8(g_views = 1 AND countIf(type IN ('custom_event', 'outbound', \
+                 'button_click', 'copy', 'form_submit', 'input_change')) = 0) AS g_bounce, \
+                 toUInt32(max(timestamp)) - toUInt32(min(timestamp)) AS g_duration, \
+                 countIf(({MARCH} AND (if(event_name = '', type, event_name) IN ('signup')))) AS g_counted \
+                 FROM events WHERE {MARCH_AROUND} GROUP BY session_id \
+                 HAVING g_counted > 0 AND (s_country IN ('DE'))) GROUP BY d0) \
+                 ORDER BY visits DESC, d0 ASC LIMIT 0, 10000"
+            )
+        );
+    }
+
+    #[test]
+    fn the_overview_counts_the_ranges_events_of_each_visit_once() {
+        let p = planned(
+            json!({"metrics": ["visitors", "visits", "pageviews", "events", "bounce_rate"]}),
+            BERLIN,
+        );
+        let sql = p.main().inline();
+        assert!(!sql.contains(" JOIN "), "{sql}");
+        for part in [
+            format!("groupArrayIf(user_id, ({MARCH})) AS g_users"),
+            format!("arrayUniq(groupArrayIf(event_id, ({MARCH}) AND type = 'pageview')) AS g_pageviews"),
+            format!("arrayUniq(groupArrayIf(event_id, ({MARCH}))) AS g_events"),
+            format!("FROM events WHERE {MARCH_AROUND} GROUP BY session_id HAVING g_counted > 0)"),
+            "SELECT uniqExactArray(g_users) AS visitors, count() AS visits, sum(g_pageviews) AS pageviews, \
+             sum(g_events) AS events"
+                .to_string(),
+        ] {
+            assert!(sql.contains(&part), "{part}\n  not in\n{sql}");
+        }
+    }
+
+    #[test]
+    fn visit_measures_by_time_group_by_visit_first() {
+        let p = planned(
+            json!({"metrics": ["visits", "bounce_rate", "visit_duration", "views_per_visit"],
+                   "dimensions": ["time:day"],
                    "filters": [["is", "visit:country", ["DE"]], ["is", "event:name", ["signup"]]]}),
             BERLIN,
         );
@@ -728,20 +901,19 @@ mod tests {
                  100 * sum(g_bounce) / greatest(count(), 1) AS bounce_rate, \
                  sum(g_duration) / greatest(count(), 1) AS visit_duration, \
                  sum(g_views) / greatest(count(), 1) AS views_per_visit FROM (\
-                 SELECT s_entry_page AS d0, session_id, any(s_bounce) AS g_bounce, \
+                 SELECT toString(toDate(timestamp, 'Europe/Berlin')) AS d0, session_id, any(s_bounce) AS g_bounce, \
                  any(s_duration) AS g_duration, any(s_pageviews) AS g_views FROM (\
-                 SELECT event_id, type, user_id, session_id, event_name FROM events WHERE {MARCH} \
+                 SELECT event_id, type, user_id, session_id, timestamp, event_name FROM events WHERE {MARCH} \
                  AND (if(event_name = '', type, event_name) IN ('signup'))) AS ev \
                  ANY LEFT JOIN (SELECT session_id, \
-                 argMinIf(pathname, (timestamp, event_id), type = 'pageview') AS s_entry_page, \
                  argMin(country, (timestamp, event_id)) AS s_country, \
-                 uniqExactIf(event_id, type = 'pageview') AS s_pageviews, \
-                 toUInt8(s_pageviews = 1 AND uniqExactIf(event_id, type IN ('custom_event', 'outbound', \
+                 arrayUniq(groupArrayIf(event_id, type = 'pageview')) AS s_pageviews, \
+                 toUInt8(s_pageviews = 1 AND countIf(type IN ('custom_event', 'outbound', \
                  'button_click', 'copy', 'form_submit', 'input_change')) = 0) AS s_bounce, \
                  toUInt32(max(timestamp)) - toUInt32(min(timestamp)) AS s_duration \
                  FROM events WHERE {MARCH_AROUND} GROUP BY session_id) AS vis USING session_id \
                  WHERE (s_country IN ('DE')) GROUP BY d0, session_id) GROUP BY d0) \
-                 ORDER BY visits DESC, d0 ASC LIMIT 0, 10000"
+                 ORDER BY d0 ASC LIMIT 0, 10000"
             )
         );
     }

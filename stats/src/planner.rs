@@ -66,6 +66,8 @@ pub trait Source: Send + Sync + Debug {
 pub struct Planner {
     sources: Vec<Arc<dyn Source>>,
     max_execution_time_secs: u64,
+    /// 0: none set (the server's own limit applies).
+    max_memory_usage_bytes: u64,
 }
 
 impl Default for Planner {
@@ -73,6 +75,7 @@ impl Default for Planner {
         Planner {
             sources: vec![Arc::new(EventsSource)],
             max_execution_time_secs: MAX_EXECUTION_TIME_SECS,
+            max_memory_usage_bytes: 0,
         }
     }
 }
@@ -87,6 +90,13 @@ impl Planner {
     /// ClickHouse's `max_execution_time` for every statement.
     pub fn with_max_execution_time(mut self, secs: u64) -> Self {
         self.max_execution_time_secs = secs;
+        self
+    }
+
+    /// ClickHouse's `max_memory_usage` for every statement; 0 sets none. A statement past
+    /// it fails with [`crate::sql::MEMORY_LIMIT_EXCEEDED`], which the server answers 503.
+    pub fn with_max_memory_usage(mut self, bytes: u64) -> Self {
+        self.max_memory_usage_bytes = bytes;
         self
     }
 
@@ -128,10 +138,13 @@ impl Planner {
             None => None,
         };
         let order = resolve_order(&query, &dimensions);
-        let settings = vec![(
+        let mut settings = vec![(
             "max_execution_time",
             self.max_execution_time_secs.to_string(),
         )];
+        if self.max_memory_usage_bytes > 0 {
+            settings.push(("max_memory_usage", self.max_memory_usage_bytes.to_string()));
+        }
         let spec = Spec {
             site_id: site.site_id,
             zone: &zone,

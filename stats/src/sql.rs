@@ -14,6 +14,10 @@ use std::fmt::Write as _;
 /// (TIMEOUT_EXCEEDED), on every version: the server answers it with 503.
 pub const TIMEOUT_EXCEEDED: u32 = 159;
 
+/// ClickHouse's error code when a statement needs more than its `max_memory_usage`
+/// (MEMORY_LIMIT_EXCEEDED): answered 503, with what to narrow.
+pub const MEMORY_LIMIT_EXCEEDED: u32 = 241;
+
 /// A value bound to a `?`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Bind {

@@ -1793,6 +1793,17 @@ impl Query {
 // The query matrix.
 
 /// Every metric but `percentage` (which needs a dimension).
+/// [`OVERVIEW`] without `users`: what the engine answers from one group per visit.
+pub const OVERVIEW_BUT_USERS: [&str; 7] = [
+    "visitors",
+    "visits",
+    "pageviews",
+    "views_per_visit",
+    "bounce_rate",
+    "visit_duration",
+    "events",
+];
+
 pub const OVERVIEW: [&str; 8] = [
     "visitors",
     "visits",
@@ -1874,12 +1885,25 @@ pub fn metric_and_dimension_queries(site_id: u32) -> Vec<Named> {
             ),
         ));
     }
+    out.push((
+        "every metric but users, totals".to_string(),
+        query(site_id, json!({"metrics": OVERVIEW_BUT_USERS})),
+    ));
+    let mut all_but_users = OVERVIEW_BUT_USERS.to_vec();
+    all_but_users.push("percentage");
     for d in VISIT_DIMENSIONS {
         out.push((
             d.to_string(),
             query(
                 site_id,
                 json!({"metrics": all, "dimensions": [d], "include": {"total_rows": true}}),
+            ),
+        ));
+        out.push((
+            format!("{d}, every metric but users"),
+            query(
+                site_id,
+                json!({"metrics": all_but_users, "dimensions": [d], "include": {"total_rows": true}}),
             ),
         ));
     }
@@ -2174,11 +2198,22 @@ pub fn filters() -> Vec<(&'static str, Value)> {
 pub fn filter_queries(site_id: u32) -> Vec<Named> {
     let mut out: Vec<Named> = filters()
         .into_iter()
-        .map(|(name, f)| {
-            (
-                format!("filter: {name}"),
-                query(site_id, json!({"metrics": OVERVIEW, "filters": f})),
-            )
+        .flat_map(|(name, f)| {
+            [
+                (
+                    format!("filter: {name}"),
+                    query(site_id, json!({"metrics": OVERVIEW, "filters": f})),
+                ),
+                // Without `users` the engine reads each visit in one group (its by-visit
+                // shape) wherever the filters allow: both shapes are checked.
+                (
+                    format!("filter without users: {name}"),
+                    query(
+                        site_id,
+                        json!({"metrics": OVERVIEW_BUT_USERS, "filters": f}),
+                    ),
+                ),
+            ]
         })
         .collect();
     let with = |name: &str, dims: Value, metrics: Value, f: Value| {

@@ -319,6 +319,35 @@ async fn pages_follow_the_order_and_neither_overlap_nor_skip() {
 }
 
 #[tokio::test]
+async fn a_query_past_the_memory_limit_is_503_and_says_what_to_narrow() {
+    let f = fx().await;
+    // A server of its own whose statements may use 16 KiB: any query of the dataset needs
+    // more. ClickHouse stops it (MEMORY_LIMIT_EXCEEDED), and the client learns what to do,
+    // not that ClickHouse is down.
+    let tight = start_admin(
+        &format!("test-token-{}", uuid::Uuid::new_v4().simple()),
+        &[
+            ("STATS_RATE_LIMIT_PER_MINUTE", "0"),
+            ("STATS_MAX_MEMORY_BYTES", "16384"),
+        ],
+    )
+    .await;
+    let q =
+        json!({"site_id": f.site, "metrics": stats::OVERVIEW_BUT_USERS, "date_range": MAIN_RANGE});
+    let (status, _, body) = stats::ask(&tight.url, Some(&f.key), &q).await;
+    assert_eq!(status, 503, "{body}");
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("more memory") && error.contains("narrow"),
+        "{body}"
+    );
+    assert!(!error.contains("unreachable"), "{body}");
+    // The same query within the default limits answers.
+    let (status, _, body) = stats::ask(&f.admin.url, Some(&f.key), &q).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
 async fn keys_sites_and_malformed_queries_are_refused_with_what_to_fix() {
     let f = fx().await;
     let url = &f.admin.url;

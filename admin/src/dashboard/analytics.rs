@@ -565,10 +565,13 @@ fn change_markup(metric: &str, change: Option<i64>) -> Markup {
 
 fn unavailable(e: &AdminError) -> Markup {
     let timeout = matches!(e, AdminError::QueryTimeout);
+    let too_large = matches!(e, AdminError::QueryTooLarge);
     html! {
         p.error role="alert" {
             @if timeout {
                 "This took longer than a query may: choose a shorter date range, or fewer filters."
+            } @else if too_large {
+                "This needs more memory than a query may use: choose a shorter date range, or fewer filters."
             } @else {
                 "Not available: " (e.to_string())
             }

@@ -60,7 +60,8 @@ pub struct DashboardConfig {
     /// `ADMIN_INGEST_URL`: where sites load the tracking script from, as the Tracking
     /// code tab writes it into the snippet (no trailing slash).
     pub ingest_url: String,
-    /// `STATS_RATE_LIMIT_PER_MINUTE` (600) and `STATS_MAX_EXECUTION_SECS` (10).
+    /// `STATS_RATE_LIMIT_PER_MINUTE` (600), `STATS_MAX_EXECUTION_SECS` (10) and
+    /// `STATS_MAX_MEMORY_BYTES` (0: ClickHouse's own limit).
     pub stats_api: stats_api::StatsApiConfig,
 }
 
@@ -95,6 +96,7 @@ impl DashboardConfig {
             stats_api: stats_api::StatsApiConfig {
                 per_minute: config::parse("STATS_RATE_LIMIT_PER_MINUTE", 600)?,
                 max_execution_secs: config::parse("STATS_MAX_EXECUTION_SECS", 10)?,
+                max_memory_bytes: config::parse("STATS_MAX_MEMORY_BYTES", 0)?,
             },
         })
     }
@@ -144,7 +146,11 @@ pub type AppState = Arc<Dashboard>;
 
 pub async fn serve(cfg: DashboardConfig, ops: Ops) -> Result<(), AdminError> {
     let stats_api = stats_api::StatsApi::new(cfg.stats_api, &ops.redis_url);
-    let stats = crate::query::Stats::new(ops.reg.db().clone(), cfg.stats_api.max_execution_secs);
+    let stats = crate::query::Stats::new(
+        ops.reg.db().clone(),
+        cfg.stats_api.max_execution_secs,
+        cfg.stats_api.max_memory_bytes,
+    );
     let state: AppState = Arc::new(Dashboard {
         db: ops.reg.db().clone(),
         reg: ops.reg.clone(),

@@ -37,11 +37,13 @@ const KEY_CACHE_TTL: Duration = Duration::from_secs(5);
 /// Above this many cached lookups, expired ones are dropped (and all, if none expired).
 const KEY_CACHE_MAX: usize = 10_000;
 
-/// `STATS_RATE_LIMIT_PER_MINUTE` and `STATS_MAX_EXECUTION_SECS`.
+/// `STATS_RATE_LIMIT_PER_MINUTE`, `STATS_MAX_EXECUTION_SECS` and `STATS_MAX_MEMORY_BYTES`.
 #[derive(Clone, Copy, Debug)]
 pub struct StatsApiConfig {
     pub per_minute: u32,
     pub max_execution_secs: u64,
+    /// ClickHouse's `max_memory_usage` for each statement, in bytes; 0: the server's.
+    pub max_memory_bytes: u64,
 }
 
 /// What the Stats API keeps between requests.
