@@ -20,7 +20,7 @@
 
 use crate::error::AdminError;
 use crate::import_producer::{ImportProducer, Settled};
-use rivulet_common::event::{EventType, Preset, RawEvent, Vitals, RAW_EVENT_VERSION};
+use rivulet_common::event::{Described, Envelope, EventType, Preset, RawEvent, Vitals};
 use rivulet_enrichment::ledger::{EventIds, Ledger};
 use rivulet_import::{Format, ImportedEvent, Reader, RowError, SkipKind};
 use serde::{Deserialize, Serialize};
@@ -132,8 +132,7 @@ pub fn raw_event(site_id: u32, format: Format, ev: ImportedEvent, now_ms: i64) -
         device_type: p.device_type,
         is_bot: p.is_bot,
     };
-    RawEvent {
-        v: RAW_EVENT_VERSION,
+    let envelope = Envelope {
         event_id: id,
         site_id,
         key_id: format!("import:{}", format.as_str()),
@@ -145,6 +144,8 @@ pub fn raw_event(site_id: u32, format: Format, ev: ImportedEvent, now_ms: i64) -
         sent_at: p.sent_at_ms,
         ip: ev.ip.unwrap_or_default(),
         user_agent: ev.user_agent.unwrap_or_default(),
+    };
+    let described = Described {
         event_name: ev.event_name,
         properties: ev.properties,
         pathname: ev.pathname,
@@ -168,8 +169,8 @@ pub fn raw_event(site_id: u32, format: Format, ev: ImportedEvent, now_ms: i64) -
             fcp: ev.fcp,
             ttfb: ev.ttfb,
         },
-        preset: Some(Box::new(preset)),
-    }
+    };
+    RawEvent::new(envelope, described, Some(preset))
 }
 
 fn state_path(req: &Request) -> Option<PathBuf> {

@@ -87,6 +87,118 @@ pub struct RawEvent<S = String> {
     pub preset: Option<Box<Preset>>,
 }
 
+/// The fields of a [`RawEvent`] whose value its writer works out for itself: ingest from
+/// a request and its key, `rivulet-admin import` from an exported event and its format.
+#[derive(Debug)]
+pub struct Envelope<S> {
+    pub event_id: Uuid,
+    pub site_id: u32,
+    pub key_id: S,
+    pub event_type: EventType,
+    pub timestamp: i64,
+    pub received_at: i64,
+    pub client_timestamp: Option<i64>,
+    pub sent_at: Option<i64>,
+    pub ip: S,
+    pub user_agent: S,
+}
+
+/// The fields of a [`RawEvent`] that describe the event as its client (or an import's
+/// source) gave them, carried into the message unchanged.
+#[derive(Debug)]
+pub struct Described<S> {
+    pub event_name: Option<S>,
+    pub properties: Option<S>,
+    pub pathname: Option<S>,
+    pub hostname: Option<S>,
+    pub querystring: Option<S>,
+    pub page_title: Option<S>,
+    pub referrer: Option<S>,
+    pub user_id: Option<S>,
+    pub language: Option<S>,
+    pub screen_width: Option<u16>,
+    pub screen_height: Option<u16>,
+    pub anonymous_id: Option<S>,
+    pub tag: Option<S>,
+    pub app_version: Option<S>,
+    pub device_model: Option<S>,
+    pub feature_flags: Option<S>,
+    pub vitals: Vitals,
+}
+
+impl<S> RawEvent<S> {
+    /// The message of the current version; `preset` comes from an import only. Ingest and
+    /// the import both build their events here, so a new field goes into this literal
+    /// and into [`Envelope`] or [`Described`], whose literals then make each writer
+    /// supply it.
+    pub fn new(envelope: Envelope<S>, described: Described<S>, preset: Option<Preset>) -> Self {
+        // Destructured rather than read field by field: a field added to either struct
+        // and not placed in the message fails to compile.
+        let Envelope {
+            event_id,
+            site_id,
+            key_id,
+            event_type,
+            timestamp,
+            received_at,
+            client_timestamp,
+            sent_at,
+            ip,
+            user_agent,
+        } = envelope;
+        let Described {
+            event_name,
+            properties,
+            pathname,
+            hostname,
+            querystring,
+            page_title,
+            referrer,
+            user_id,
+            language,
+            screen_width,
+            screen_height,
+            anonymous_id,
+            tag,
+            app_version,
+            device_model,
+            feature_flags,
+            vitals,
+        } = described;
+        RawEvent {
+            v: RAW_EVENT_VERSION,
+            event_id,
+            site_id,
+            key_id,
+            event_type,
+            timestamp,
+            received_at,
+            client_timestamp,
+            sent_at,
+            ip,
+            user_agent,
+            event_name,
+            properties,
+            pathname,
+            hostname,
+            querystring,
+            page_title,
+            referrer,
+            user_id,
+            language,
+            screen_width,
+            screen_height,
+            anonymous_id,
+            tag,
+            app_version,
+            device_model,
+            feature_flags,
+            vitals,
+            preset: preset.map(Box::new),
+        }
+    }
+}
+
 /// The web vitals of a page: Largest Contentful Paint, Cumulative Layout Shift,
 /// Interaction to Next Paint, First Contentful Paint and Time To First Byte (ms, except
 /// CLS, a score). `None`: not measured.

@@ -8,7 +8,9 @@ use crate::event::identify::Identify;
 use crate::event::validate::effective_timestamp;
 use crate::event::TrackEvent;
 use crate::sink::{Record, Sink, SinkError};
-use rivulet_common::event::{IdentifyMessage, MessageKind, RawEvent, RAW_EVENT_VERSION};
+use rivulet_common::event::{
+    Described, Envelope, IdentifyMessage, MessageKind, RawEvent, RAW_EVENT_VERSION,
+};
 use rivulet_common::kafka::write_message_key;
 use std::borrow::Cow;
 use tokio::time::Instant;
@@ -29,11 +31,10 @@ pub(super) fn raw_event<'a>(
         (ev.ip_address, ev.user_agent)
     };
     let ip = ip_address.unwrap_or_else(|| client.ip.to_string());
-    RawEvent {
-        v: RAW_EVENT_VERSION,
+    let envelope = Envelope {
         event_id: stored_event_id(ev.event_id, ev.site_id, who),
         site_id: ev.site_id,
-        key_id: Cow::Borrowed(&who.key_id),
+        key_id: Cow::Borrowed(&*who.key_id),
         event_type: ev.event_type,
         timestamp: crate::clock::event_time(ev.timestamp_ms, ev.sent_at_ms, received_at),
         received_at,
@@ -41,6 +42,8 @@ pub(super) fn raw_event<'a>(
         sent_at: ev.sent_at_ms,
         ip: Cow::Owned(ip),
         user_agent: user_agent.unwrap_or_else(|| client.user_agent()),
+    };
+    let described = Described {
         event_name: ev.event_name,
         properties: ev.properties,
         pathname: ev.pathname,
@@ -58,8 +61,8 @@ pub(super) fn raw_event<'a>(
         device_model: ev.device_model,
         feature_flags: ev.feature_flags,
         vitals: ev.vitals,
-        preset: None,
-    }
+    };
+    RawEvent::new(envelope, described, None)
 }
 
 /// Namespace of the ids browser events are stored under (a fixed random UUID).
