@@ -47,6 +47,15 @@ pub struct KeyInfo {
     pub ingest: bool,
 }
 
+impl KeyInfo {
+    /// Whether the key may send events for `site_id`: its own site only, and only with
+    /// the ingest scope. What `cached_good` asks of a key it holds, in [`Auth`] and in
+    /// the in-process tests' double alike: one rule, so the tests exercise the service's.
+    pub fn may_send_to(&self, site_id: u32) -> bool {
+        self.site_id == site_id && self.ingest
+    }
+}
+
 #[derive(Clone, Copy)]
 pub struct AuthTtls {
     pub l1: Duration,
@@ -300,15 +309,14 @@ impl Auth {
         let Some(digest) = api_key.and_then(digest_if_well_formed) else {
             return false;
         };
-        let good_for = |info: &KeyInfo| info.site_id == site_id && info.ingest;
         if let Some(found) = self.fresh(&digest) {
-            return found.as_ref().is_some_and(good_for);
+            return found.is_some_and(|info| info.may_send_to(site_id));
         }
         let epoch = self.epoch.load(Ordering::SeqCst);
         let hash = &KeyHash::from_digest(&digest);
         match self.redis_key(&cache::key_entry(hash), hash).await {
             Some(Some(info)) => {
-                let good = good_for(&info);
+                let good = info.may_send_to(site_id);
                 self.cache_key_locally(&digest, Some(info), epoch);
                 good
             }

@@ -235,7 +235,7 @@ impl KeyCheck for Keys {
     async fn cached_good(&self, api_key: Option<&str>, site_id: u32) -> bool {
         api_key
             .and_then(|k| self.keys.get(k))
-            .is_some_and(|info| info.site_id == site_id && info.ingest)
+            .is_some_and(|info| info.may_send_to(site_id))
     }
     fn site(&self, site_id: u32) -> Result<Option<Arc<SiteInfo>>, IngestError> {
         self.sites
