@@ -19,7 +19,11 @@ Steps (each prints its checks; any failure fails the run):
  5. Every statement of queries::ALL, with every set of binds, on 18.16 and on the three
     chDB databases: the same names and types of columns and the same rows, in the same order
     (sorted, for a statement without ORDER BY).
- 6. `rivulet-admin migrate` and `rivulet-admin serve` (its JSON API: sites, keys, each
+ 6. The Stats API's statements (`manifest["stats"]`: rivulet_stats's plans of a fixed
+    list of v2 requests, inlined), on 18.16 and on the three chDB databases, read as the
+    product reads them (JSONEachRow, with their settings): the same rows, numbers equal
+    as the response shows them; every statement must find rows in the dataset.
+ 7. `rivulet-admin migrate` and `rivulet-admin serve` (its JSON API: sites, keys, each
     site's Overview) on chDB, through the adapter, and on 18.16: the same answers.
 """
 
@@ -79,7 +83,11 @@ class Reference:
                         "X-ClickHouse-Key": os.environ.get("CLICKHOUSE_PASSWORD", "")}
 
     def query(self, sql, database=None, fmt=None):
-        params = {}
+        return self.query_with(sql, database, fmt, {})
+
+    def query_with(self, sql, database=None, fmt=None, settings=None):
+        """`query`, with ClickHouse settings as URL parameters (as the client sends them)."""
+        params = dict(settings or {})
         if database:
             params["database"] = database
         if fmt:
@@ -328,7 +336,11 @@ def main():
                   "add rows to compat/src/lib.rs that this statement finds")
         nonempty += runs_with_rows
 
-    print("\n[6] rivulet-admin on chDB (through the adapter) and on 18.16")
+    print(f"\n[6] the Stats API's statements ({len(manifest['stats'])}) on {ref_version} and {version}")
+    _stats(rep, ref, srv, manifest)
+
+    print("\n[7] rivulet-admin on chDB (through the adapter) and on 18.16")
+    admin_from = len(srv.log)
     targets = {
         "18.16": (ref.url, "rivulet_compat", None),
         "chDB": (srv.url, "rivulet_compat", None),
@@ -347,6 +359,9 @@ def main():
     a = normalize(ref.query("SELECT 1 AS x, 'a' AS y", fmt="JSONCompact"))
     b = normalize(sess.query("SELECT 1 AS x, 'b' AS y", "JSONCompact").bytes())
     rep.check(bool(differences(a, b)), "the comparison tells different answers apart")
+    rep.check(bool(_stats_differences([["/", 1.0]], [["/", 1.02]])) and bool(_stats_differences([["/"]], [["/a"]]))
+              and bool(_stats_differences([[1.0]], [])) and not _stats_differences([[33.333333]], [[33.3333331]]),
+              "the Stats API's comparison tells different numbers (to 2 decimals), labels and row counts apart")
 
     print("  (read alike, shown differently: " + ", ".join(f"{k!r} {n} times" for k, n in sorted(TEXT_ONLY_DIFFERENCES.items()))
           + "; zero DateTimes compared as epoch seconds, LowCardinality(String) as String)")
@@ -356,6 +371,86 @@ def main():
     if rep.failed:
         print("failed:\n  " + "\n  ".join(rep.failed))
         sys.exit(1)
+
+
+def _stats(rep, ref, srv, manifest):
+    """Each Stats API statement on 18.16 and on every chDB database: the same rows (in
+    order for the main statement, whose ORDER BY ties on nothing; sorted for the others),
+    and rows found. Run as the product runs them: the statement's settings as the
+    request's parameters (through the adapter on chDB: `SET` before, reset after), read
+    as JSONEachRow."""
+    for st in manifest["stats"]:
+        params = dict(st["settings"])
+        answers = {}
+        try:
+            answers["18.16"] = _stats_rows(st, ref.query_with(st["sql"], "rivulet_compat", "JSONEachRow", params))
+        except Exception as e:
+            rep.fail(f"stats {st['name']} on 18.16: {e}", f"SQL: {st['sql']}")
+            continue
+        for db in CHDB_DBS(manifest):
+            status, _, out = srv.execute({"database": db, "default_format": "JSONEachRow", **params},
+                                         st["sql"].encode())
+            if status != 200:
+                rep.fail(f"stats {st['name']} on {db}: {out.decode(errors='replace').strip()[:400]}",
+                         f"18.16 answered {len(answers['18.16'])} rows\n       SQL: {st['sql']}")
+                continue
+            answers[db] = _stats_rows(st, out)
+        ref_rows = answers.pop("18.16")
+        for db, rows in answers.items():
+            a, b = (ref_rows, rows) if st["ordered"] else (_stats_sorted(ref_rows), _stats_sorted(rows))
+            d = _stats_differences(a, b)
+            rep.check(not d, f"stats {st['name']} on {db}: {len(rows)} rows equal to 18.16's",
+                      "; ".join(d) + f"\n       SQL: {st['sql']}")
+        # An answer of nothing (no row, or an aggregate's row of zeros and nulls) cannot
+        # tell two engines apart: the dataset must give every statement rows.
+        found = any(v not in (0, "", None) for row in ref_rows for v in row)
+        rep.check(found, f"stats {st['name']}: the dataset gives it {len(ref_rows)} rows, not all empty",
+                  f"pick a request that finds the dataset's events (compat/src/stats.rs)\n       SQL: {st['sql']}")
+
+
+def _stats_rows(st, body):
+    """JSONEachRow as the product's decode_rows reads it: each row the statement's
+    columns in order; a dimension (d0, d1, …) as text, a metric as a number (64-bit
+    integers come quoted from 18.16) or None."""
+    rows = []
+    for line in body.decode().splitlines():
+        if not line.strip():
+            continue
+        obj = json.loads(line)
+        if list(obj) != st["columns"]:
+            raise RuntimeError(f"columns {list(obj)}, want {st['columns']}")
+        row = []
+        for c in st["columns"]:
+            v = obj[c]
+            if not (c[:1] == "d" and c[1:].isdigit()) and v is not None:
+                v = float(v)
+            row.append(v)
+        rows.append(row)
+    return rows
+
+
+def _stats_sorted(rows):
+    return sorted(rows, key=lambda r: json.dumps([round(v, 2) if isinstance(v, float) else v for v in r]))
+
+
+def _stats_same(x, y):
+    """Numbers as the response shows them: equal within a relative 1e-9, or equal rounded
+    to 2 decimals (the response rounds ratios; `round` itself breaks ties by version)."""
+    if isinstance(x, float) and isinstance(y, float):
+        return abs(x - y) <= 1e-9 * max(1.0, abs(x), abs(y)) or round(x, 2) == round(y, 2)
+    return x == y
+
+
+def _stats_differences(a, b, limit=5):
+    out = []
+    if len(a) != len(b):
+        out.append(f"{len(a)} rows on 18.16 != {len(b)} rows")
+    for i, (x, y) in enumerate(zip(a, b)):
+        if len(x) != len(y) or not all(_stats_same(u, v) for u, v in zip(x, y)):
+            out.append(f"row {i}: 18.16 {x} != {y}")
+            if len(out) >= limit:
+                break
+    return out
 
 
 def _admin_env(url, db, cluster, extra=None):

@@ -12,6 +12,8 @@
 //! by two users, traits changed and removed, a retried identify), erasure requests in
 //! every state, and redelivered duplicates.
 
+pub mod stats;
+
 use rivulet_common::privacy::RetentionRun;
 use rivulet_common::privacy::{IdKind, LedgerRow, Receipt, State, SubjectKind};
 use rivulet_common::registry::{KeyRecord, Site};
@@ -671,6 +673,31 @@ pub fn events(seed: u64, count: usize, span: u32, now: u32) -> Vec<EventRow> {
     out
 }
 
+/// The enricher's daily visitor id (32 lowercase hex digits, docs/design.md "Visitor
+/// id") a user's events carry when the caller sent no user id: the shape of an id the
+/// Stats API's `users` looks up the owner of (`rivulet_stats::identity::PERSON`).
+pub fn visitor_id(user_id: &str, day: u32) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in user_id.bytes().chain(day.to_le_bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}{:016x}", h.rotate_left(29) ^ u64::from(day))
+}
+
+/// Half of the events that carry an anonymous id (those of even hours) were sent before
+/// their person identified: their `user_id` is the visitor id, and `users` counts them
+/// for the owner of their anonymous id, if it was claimed. Applied to the compatibility
+/// test's dataset only (measure.py's events stay as they are); deterministic per row,
+/// so a redelivered copy stays a copy.
+fn with_visitor_ids(mut events: Vec<EventRow>) -> Vec<EventRow> {
+    for e in &mut events {
+        if !e.anonymous_id.is_empty() && (e.timestamp / 3600) % 2 == 0 {
+            e.user_id = visitor_id(&e.user_id, e.timestamp / 86_400);
+        }
+    }
+    events
+}
+
 /// The dataset the compatibility test loads into every engine it compares: the same
 /// rows for the same `now`.
 pub fn dataset(now: u32) -> Dataset {
@@ -683,7 +710,7 @@ pub fn dataset(now: u32) -> Dataset {
         sites,
         keys,
         // 36 hours: some events fall before the Overview's 24-hour window.
-        events: events(2026, 3_000, 36 * 3600, now),
+        events: with_visitor_ids(events(2026, 3_000, 36 * 3600, now)),
         identifies,
         receipts,
         ledger,
@@ -1129,6 +1156,27 @@ mod tests {
             .any(|r| r.client_timestamp.is_some() && r.sent_at.is_none()));
         assert!(e.iter().any(|r| r.client_timestamp.is_none()));
         assert!(e.iter().any(|r| !r.app_version.is_empty()));
+        // Events under a visitor id whose anonymous id a user claimed (the Stats API's
+        // `users` counts them for that user), and under one nobody claimed.
+        let claimed: Vec<(u32, String)> = a
+            .claims()
+            .iter()
+            .map(|c| (c.site_id, c.anonymous_id.clone()))
+            .collect();
+        let visitor = |r: &&EventRow| {
+            r.user_id.len() == 32
+                && r.user_id
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        };
+        assert!(e
+            .iter()
+            .filter(visitor)
+            .any(|r| claimed.contains(&(r.site_id, r.anonymous_id.clone()))));
+        assert!(e
+            .iter()
+            .filter(visitor)
+            .any(|r| !claimed.contains(&(r.site_id, r.anonymous_id.clone()))));
 
         // The tables of migrations 3, 6 and 7 have rows, the same every time.
         assert_eq!(a.identifies, b.identifies);

@@ -7,8 +7,10 @@
 //!       (`migrations::all_statements_for`), every
 //!       statement of `queries::ALL` with each set of values it is run with, bound by the
 //!       `clickhouse` crate as the product binds them, the tables the product inserts
-//!       into, and the dataset's expected rows. NOW (epoch seconds): every event is
-//!       before it, and the Overview's statements are bound with its 24-hour window.
+//!       into, the dataset's expected rows, and the Stats API's statements of a fixed
+//!       list of requests (`rivulet_compat::stats`). NOW (epoch seconds): every event is
+//!       before it, the Overview's statements are bound with its 24-hour window, and the
+//!       Stats API's requests are planned at it.
 //!
 //!   chdb_compat load URL DATABASE NOW [CLUSTER]
 //!       Through the product's own code paths and client settings for the server at URL
@@ -176,6 +178,9 @@ fn manifest(now: u32) -> Result<Value, String> {
         "migrations": migrations::MIGRATIONS.iter()
             .map(|m| json!({"version": m.version, "name": m.name})).collect::<Vec<_>>(),
         "queries": statements,
+        // The Stats API's statements (`rivulet_compat::stats`): planned by
+        // `rivulet_stats::plan` for a fixed list of requests at NOW, inlined.
+        "stats": compat::stats::statements(now)?,
         "insert_tables": queries::INSERT_TABLES,
         "events_columns": {
             "portable": column_list(SchemaVariant::Portable),

@@ -1,0 +1,421 @@
+//! The Stats API's statements in the compatibility test: a fixed list of v2 requests
+//! (`POST /api/v2/query`), planned by the product's own engine (`rivulet_stats::plan`)
+//! for the dataset's sites at the manifest's `now`, each of their statements inlined as
+//! the server receives it (`Statement::inline`, checked to be the text the `clickhouse`
+//! crate's `query.bind()` makes, as rivulet-admin binds them).
+//!
+//! The requests cover every shape of `stats/src/events_source.rs`: flat (event metrics
+//! and dimensions, a custom property, time buckets, `percentage`), users (joined to
+//! `person_claims`), joined (a visit dimension or filter next to event metrics), per
+//! visit (`bounce_rate` by time, a filter mixing visit and event), by visit (visit
+//! dimensions only, with visit and event filters), web vitals' p75, every filter
+//! operator, `and`/`or`/`not`, order_by, pagination, total_rows and comparisons (without
+//! dimensions and restricted to given rows), in UTC and in Europe/Berlin. The dataset's
+//! events are the 36 hours before `now`: every range here holds some of them.
+
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
+use rivulet_stats::{FirstEvent, Request, Row, SiteContext, Statement};
+use serde_json::{json, Value};
+
+/// One request of the list.
+pub struct StatsCase {
+    pub name: &'static str,
+    pub site_id: u32,
+    /// The site's time zone (site 2 of the dataset has Europe/Berlin, site 1 none: UTC).
+    pub time_zone: &'static str,
+    pub request: Value,
+    /// For a request with comparisons and dimensions: the main rows the comparison is
+    /// restricted to (the values of its dimensions that are not time). With no
+    /// dimensions, the comparison is planned for no main rows.
+    pub comparison_rows: Vec<Vec<&'static str>>,
+}
+
+/// `[local date of now - 3 days, local date of now]`: every event of the dataset, in
+/// the site's zone.
+fn days(now: u32, zone: &str) -> Value {
+    let tz = TimeZone::get(zone).expect("a time zone");
+    let date = |t: u32| {
+        Timestamp::from_second(i64::from(t))
+            .expect("a time")
+            .to_zoned(tz.clone())
+            .date()
+            .to_string()
+    };
+    json!([date(now - 3 * 86_400), date(now)])
+}
+
+/// The 12 hours before `now` (to its last second), as two instants: its previous period
+/// (the 12 hours before) has events too.
+fn last_12_hours(now: u32) -> Value {
+    let iso = |t: u32| {
+        Timestamp::from_second(i64::from(t))
+            .expect("a time")
+            .to_string()
+    };
+    json!([iso(now - 12 * 3600), iso(now - 1)])
+}
+
+/// The requests, for the dataset made at `now`.
+pub fn cases(now: u32) -> Vec<StatsCase> {
+    const UTC: &str = "UTC";
+    const BERLIN: &str = "Europe/Berlin";
+    let case = |name, site_id, time_zone: &'static str, mut request: Value| {
+        request["site_id"] = json!(site_id);
+        if request.get("date_range").is_none() {
+            request["date_range"] = days(now, time_zone);
+        }
+        StatsCase {
+            name,
+            site_id,
+            time_zone,
+            request,
+            comparison_rows: Vec::new(),
+        }
+    };
+    let compared = |mut c: StatsCase, rows: &[&[&'static str]]| {
+        c.request["date_range"] = last_12_hours(now);
+        c.request["include"] = json!({"comparisons": {"mode": "previous_period"}});
+        c.comparison_rows = rows.iter().map(|r| r.to_vec()).collect();
+        c
+    };
+    vec![
+        // flat: event metrics, no join.
+        case(
+            "flat_totals",
+            1,
+            UTC,
+            json!({"metrics": ["visitors", "visits", "pageviews", "events"]}),
+        ),
+        case(
+            "flat_page_ordered_paged",
+            1,
+            UTC,
+            json!({"metrics": ["visitors", "pageviews", "events"], "dimensions": ["event:page"],
+                   "order_by": [["pageviews", "desc"]], "pagination": {"limit": 5, "offset": 2},
+                   "include": {"total_rows": true}}),
+        ),
+        case(
+            "flat_name_percentage",
+            1,
+            UTC,
+            json!({"metrics": ["events", "visitors", "percentage"], "dimensions": ["event:name"],
+                   "order_by": [["event:name", "asc"]]}),
+        ),
+        case(
+            "flat_hostname_type_day",
+            1,
+            UTC,
+            json!({"metrics": ["visits", "events"],
+                   "dimensions": ["event:hostname", "event:type", "time:day"]}),
+        ),
+        case(
+            "flat_week",
+            1,
+            UTC,
+            json!({"metrics": ["visitors", "pageviews"], "dimensions": ["time:week"]}),
+        ),
+        case(
+            "flat_month_berlin",
+            2,
+            BERLIN,
+            json!({"metrics": ["visitors", "events"], "dimensions": ["time:month"]}),
+        ),
+        case(
+            "flat_hour_berlin",
+            2,
+            BERLIN,
+            json!({"metrics": ["visitors", "pageviews", "events"], "dimensions": ["time:hour"]}),
+        ),
+        // A custom property: strings, and a number and a string of one event.
+        case(
+            "prop_text",
+            1,
+            UTC,
+            json!({"metrics": ["events", "visitors"], "dimensions": ["event:props:text"]}),
+        ),
+        case(
+            "prop_amount_currency",
+            1,
+            UTC,
+            json!({"metrics": ["events"], "dimensions": ["event:props:amount", "event:props:currency"],
+                   "filters": [["is", "event:name", ["purchase", "signup"]]]}),
+        ),
+        // Filters of every operator, on the event.
+        case(
+            "filters_is_matches_not",
+            1,
+            UTC,
+            json!({"metrics": ["visitors", "pageviews"], "dimensions": ["event:page"],
+                   "filters": [["is", "event:page", ["/", "/pricing", "/blog", "/blog/über-uns"]],
+                               ["matches_not", "event:page", ["^/blog$"]]]}),
+        ),
+        case(
+            "filters_contains_ci_is_not",
+            1,
+            UTC,
+            json!({"metrics": ["events"], "dimensions": ["event:page"],
+                   "filters": [["contains", "event:page", ["PRODUCTS", "Cart"], {"case_sensitive": false}],
+                               ["is_not", "event:name", ["download"]]]}),
+        ),
+        case(
+            "filters_matches_contains_not",
+            1,
+            UTC,
+            json!({"metrics": ["visitors", "events"], "dimensions": ["event:name"],
+                   "filters": [["matches", "event:page", ["^/(docs|blog)/"]],
+                               ["contains_not", "event:page", ["api"]]]}),
+        ),
+        // users: events joined to their person.
+        case(
+            "users_by_day",
+            1,
+            UTC,
+            json!({"metrics": ["users", "visitors"], "dimensions": ["time:day"]}),
+        ),
+        case(
+            "users_by_country",
+            1,
+            UTC,
+            json!({"metrics": ["users", "visits"], "dimensions": ["visit:country"]}),
+        ),
+        // joined: a visit filter and dimension next to event metrics.
+        case(
+            "joined_page_visit_filters",
+            1,
+            UTC,
+            json!({"metrics": ["visitors", "pageviews"], "dimensions": ["event:page"],
+                   "filters": [["is_not", "visit:country", ["(not set)"]],
+                               ["is", "visit:device", ["Desktop", "Mobile"]]]}),
+        ),
+        case(
+            "joined_time_screen_berlin",
+            2,
+            BERLIN,
+            json!({"metrics": ["visits", "visitors"], "dimensions": ["time", "visit:screen"]}),
+        ),
+        // per visit, joined: visit measures by time, and a filter mixing visit and event.
+        case(
+            "per_visit_by_day",
+            1,
+            UTC,
+            json!({"metrics": ["visitors", "bounce_rate", "visit_duration", "views_per_visit"],
+                   "dimensions": ["time:day"]}),
+        ),
+        case(
+            "per_visit_by_day_berlin",
+            2,
+            BERLIN,
+            json!({"metrics": ["visits", "bounce_rate"], "dimensions": ["time:day"]}),
+        ),
+        case(
+            "per_visit_mixed_or_not",
+            1,
+            UTC,
+            json!({"metrics": ["visitors", "visit_duration"], "dimensions": ["visit:channel"],
+                   "filters": [["or", [["contains", "visit:source", ["google"]],
+                                       ["not", ["matches", "event:page", ["^/blog"]]]]]]}),
+        ),
+        // by visit: visit dimensions only, one GROUP BY session_id.
+        case(
+            "by_visit_entry_page",
+            1,
+            UTC,
+            json!({"metrics": ["visitors", "visits", "bounce_rate", "visit_duration", "views_per_visit"],
+                   "dimensions": ["visit:entry_page"], "include": {"total_rows": true},
+                   "pagination": {"limit": 10, "offset": 0}}),
+        ),
+        case(
+            "by_visit_source",
+            1,
+            UTC,
+            json!({"metrics": ["visits", "pageviews", "events", "bounce_rate"],
+                   "dimensions": ["visit:source"], "order_by": [["visits", "desc"]]}),
+        ),
+        case(
+            "by_visit_country_percentage",
+            1,
+            UTC,
+            json!({"metrics": ["visitors", "percentage", "bounce_rate", "visit_duration"],
+                   "dimensions": ["visit:country"]}),
+        ),
+        case(
+            "by_visit_browser_filters",
+            1,
+            UTC,
+            json!({"metrics": ["visits", "bounce_rate", "visit_duration"], "dimensions": ["visit:browser"],
+                   "filters": [["is", "visit:browser", ["Chrome", "Firefox", "Safari"]],
+                               ["matches", "event:page", ["^/(pricing|products)"]]]}),
+        ),
+        case(
+            "by_visit_exit_page_berlin",
+            2,
+            BERLIN,
+            json!({"metrics": ["visits", "views_per_visit"], "dimensions": ["visit:exit_page"],
+                   "filters": [["contains_not", "visit:referrer", ["bing"]]]}),
+        ),
+        // Web vitals' p75.
+        case(
+            "vitals_totals",
+            1,
+            UTC,
+            json!({"metrics": ["lcp_p75", "cls_p75", "inp_p75", "fcp_p75", "ttfb_p75"]}),
+        ),
+        case(
+            "vitals_by_page",
+            1,
+            UTC,
+            json!({"metrics": ["lcp_p75", "visitors"], "dimensions": ["event:page"],
+                   "order_by": [["lcp_p75", "desc"]]}),
+        ),
+        case(
+            "vitals_per_visit_device",
+            1,
+            UTC,
+            json!({"metrics": ["bounce_rate", "lcp_p75"], "dimensions": ["visit:device"]}),
+        ),
+        // Comparisons (the previous 12 hours).
+        compared(
+            case(
+                "compare_overview",
+                1,
+                UTC,
+                json!({"metrics": ["visitors", "visits", "pageviews", "views_per_visit",
+                                   "bounce_rate", "visit_duration"]}),
+            ),
+            &[],
+        ),
+        compared(
+            case(
+                "compare_country",
+                1,
+                UTC,
+                json!({"metrics": ["visitors", "bounce_rate"], "dimensions": ["visit:country"]}),
+            ),
+            &[&["DE"], &["US"], &["GB"], &[""]],
+        ),
+        compared(
+            case(
+                "compare_page_berlin",
+                2,
+                BERLIN,
+                json!({"metrics": ["visitors", "pageviews"], "dimensions": ["event:page"]}),
+            ),
+            &[&["/"], &["/pricing"], &["/blog/über-uns"]],
+        ),
+    ]
+}
+
+fn statement_json(case: &StatsCase, st: &Statement) -> Result<Value, String> {
+    // What rivulet-admin sends (admin/src/query.rs binds each value through the crate) is
+    // the text run here.
+    let mut bound = clickhouse::Client::default().query(&st.sql);
+    for b in &st.binds {
+        bound = bound.bind(b);
+    }
+    let sql = st.inline();
+    if bound.sql_display().to_string() != sql {
+        return Err(format!(
+            "stats case {} {}: the crate's binding gives other text than Statement::inline:\n{}\n{sql}",
+            case.name,
+            st.name,
+            bound.sql_display()
+        ));
+    }
+    Ok(json!({
+        "name": format!("{} {}", case.name, st.name),
+        "case": case.name,
+        "statement": st.name,
+        "site_id": case.site_id,
+        "time_zone": case.time_zone,
+        "request": case.request,
+        "sql": sql,
+        "settings": st.settings.iter().map(|(k, v)| (k.to_string(), json!(v)))
+            .collect::<serde_json::Map<_, _>>(),
+        "columns": st.columns,
+        // The main statement orders its rows totally (every dimension is a key); the
+        // others' rows come in no defined order (or are one row).
+        "ordered": st.name == "stats_main",
+    }))
+}
+
+/// Every statement of every case, planned at `now`, as the manifest's JSON.
+pub fn statements(now: u32) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    for case in cases(now) {
+        let request = Request::from_value(case.request.clone())
+            .map_err(|e| format!("stats case {}: {e}", case.name))?;
+        let site = SiteContext {
+            site_id: case.site_id,
+            time_zone: case.time_zone.into(),
+            first_event: FirstEvent::NotLoaded,
+        };
+        let plan = rivulet_stats::plan(&request, &site, i64::from(now))
+            .map_err(|e| format!("stats case {}: {e}", case.name))?;
+        out.push(statement_json(&case, plan.main())?);
+        if let Some(st) = plan.total_rows() {
+            out.push(statement_json(&case, st)?);
+        }
+        if plan.wants_comparison() {
+            let rows: Vec<Row> = case
+                .comparison_rows
+                .iter()
+                .map(|dims| Row {
+                    dimensions: dims.iter().map(|d| d.to_string()).collect(),
+                    metrics: Vec::new(),
+                })
+                .collect();
+            let st = plan
+                .comparison(&rows)
+                .ok_or_else(|| format!("stats case {}: no comparison statement", case.name))?;
+            out.push(statement_json(&case, &st)?);
+        }
+    }
+    // The statement `date_range: "all"` needs first (`Request::needs_first_event`).
+    for (site_id, time_zone) in [(1, "UTC"), (2, "Europe/Berlin")] {
+        let case = StatsCase {
+            name: "first_event",
+            site_id,
+            time_zone,
+            request: json!({"site_id": site_id, "metrics": ["visitors"], "date_range": "all"}),
+            comparison_rows: Vec::new(),
+        };
+        let mut st = statement_json(&case, &rivulet_stats::first_event_statement(site_id))?;
+        st["name"] = json!(format!("first_event stats_first_event (site {site_id})"));
+        out.push(st);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_case_plans_and_the_list_covers_every_statement_kind() {
+        let all = statements(crate::FIXED_NOW).expect("every case plans");
+        for kind in [
+            "stats_main",
+            "stats_total_rows",
+            "stats_comparison",
+            "stats_first_event",
+        ] {
+            assert!(all.iter().any(|s| s["statement"] == kind), "{kind}");
+        }
+        let sql: Vec<&str> = all.iter().map(|s| s["sql"].as_str().unwrap()).collect();
+        // The shapes of events_source.rs: by visit (HAVING on the visit), joined,
+        // users (person_claims), p75, a restricted comparison.
+        for shape in [
+            "GROUP BY session_id HAVING g_counted > 0",
+            "ANY LEFT JOIN",
+            "person_claims",
+            "arraySort(arrayMap(",
+            " IN ('DE', 'US', 'GB', '')",
+            "Europe/Berlin",
+            "positionCaseInsensitiveUTF8(",
+            "NOT (match(",
+        ] {
+            assert!(sql.iter().any(|s| s.contains(shape)), "{shape}");
+        }
+    }
+}
