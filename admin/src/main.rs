@@ -110,6 +110,18 @@ enum Command {
         #[arg(long)]
         optimize: bool,
     },
+    /// Compute the Stats API's daily rollup now, for the days that need it (the
+    /// enricher's lifecycle runner does it every STATS_ROLLUP_INTERVAL_SECS): after an
+    /// import, say, so that long ranges are fast at once. Prints what it computed.
+    Rollup {
+        /// Only this site.
+        #[arg(long = "site")]
+        site_id: Option<u32>,
+        /// How long the hours a day reads must have had no insert (an insert still
+        /// under way would be missed). 0 when nothing is being written.
+        #[arg(long, default_value_t = 300)]
+        margin_secs: u64,
+    },
 }
 
 /// `rivulet-admin erase`'s arguments.
@@ -344,6 +356,10 @@ async fn run(command: Command) -> Result<Value, AdminError> {
             dry_run,
             optimize,
         } => replay(&since, until.as_deref(), site_id, dry_run, optimize).await,
+        Command::Rollup {
+            site_id,
+            margin_secs,
+        } => rollup(&ops().await?, site_id, margin_secs).await,
         Command::Migrate => migrate(&ops().await?).await,
         Command::Sites { command } => sites(&ops().await?, command).await,
         Command::Keys { command } => keys(&ops().await?, command).await,
@@ -444,6 +460,37 @@ async fn replay(
         optimize,
     })
     .await
+}
+
+async fn rollup(ops: &Ops, site_id: Option<u32>, margin_secs: u64) -> Result<Value, AdminError> {
+    let sites: Vec<(u32, String)> = ops
+        .reg
+        .list_sites()
+        .await?
+        .iter()
+        .filter(|s| site_id.is_none_or(|id| id == s.site_id))
+        .map(|s| (s.site_id, s.time_zone().to_string()))
+        .collect();
+    if let (Some(id), true) = (site_id, sites.is_empty()) {
+        return Err(AdminError::NotFound(format!("site {id}")));
+    }
+    let job = rivulet_enrichment::rollup_job::RollupJob {
+        db: ops.reg.db().clone(),
+        nodes: rivulet_common::ch::ChConfig::from_env()?.each_node(),
+        margin: std::time::Duration::from_secs(margin_secs),
+        max_days: None,
+    };
+    let started = std::time::Instant::now();
+    let run = job
+        .run(&sites, rivulet_common::epoch::now_ms() / 1000)
+        .await
+        .map_err(|e| AdminError::Unavailable(format!("ClickHouse (computing the rollup: {e})")))?;
+    Ok(serde_json::json!({
+        "days_computed": run.days,
+        "rows_written": run.rows,
+        "days_waiting": run.waiting,
+        "seconds": (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+    }))
 }
 
 async fn migrate(ops: &Ops) -> Result<Value, AdminError> {

@@ -6,10 +6,12 @@
 use crate::error::AdminError;
 use rivulet_common::ch::Db;
 use rivulet_common::registry::Site;
+use rivulet_stats::rollup;
 use rivulet_stats::{
     decode_count, decode_rows, first_event_statement, FirstEvent, Planner, QueryRows, Request,
-    Response, SiteContext, Statement,
+    Response, RollupSource, RollupState, SiteContext, Statement,
 };
+use std::sync::Arc;
 
 /// The engine and the database it reads.
 #[derive(Clone)]
@@ -23,7 +25,10 @@ impl Stats {
     pub fn new(db: Db, max_execution_secs: u64, max_memory_bytes: u64) -> Self {
         Stats {
             db,
+            // The daily rollup answers the top figures and time series of whole days;
+            // everything else reads `events`.
             planner: Planner::default()
+                .with_source(Arc::new(RollupSource))
                 .with_max_execution_time(max_execution_secs)
                 .with_max_memory_usage(max_memory_bytes),
         }
@@ -43,11 +48,16 @@ impl Stats {
         } else {
             FirstEvent::NotLoaded
         };
-        let context = SiteContext {
+        let mut context = SiteContext {
             site_id: site.site_id,
             time_zone: site.time_zone().to_string(),
             first_event,
+            rollup: RollupState::NotLoaded,
         };
+        if self.planner.needs_rollup_state(request, &context, now) {
+            let st = rollup::state_statement(&context)?;
+            context.rollup = RollupState::from_rows(&st, &self.run(&st).await?)?;
+        }
         let plan = self.planner.plan(request, &context, now)?;
         let main = decode_rows(plan.main(), &self.run(plan.main()).await?)?;
         let total_rows = match plan.total_rows() {

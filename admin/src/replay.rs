@@ -505,6 +505,7 @@ async fn process(
             continue;
         }
         row.user_id.clone_from(&old.user_id);
+        row.daily_visitor = old.daily_visitor;
         row.session_id.clone_from(&old.session_id);
         row.ip.clone_from(&old.ip);
         if row == *old {

@@ -646,6 +646,8 @@ pub fn event(rng: &mut Rng, site_id: u32, timestamp: u32, users: u64) -> EventRo
         ttfb,
         client_timestamp,
         sent_at,
+        // Its user ids come back on other days: none is a day's visitor id.
+        daily_visitor: 0,
     }
 }
 

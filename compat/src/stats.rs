@@ -349,6 +349,7 @@ pub fn statements(now: u32) -> Result<Vec<Value>, String> {
             site_id: case.site_id,
             time_zone: case.time_zone.into(),
             first_event: FirstEvent::NotLoaded,
+            rollup: rivulet_stats::RollupState::NotLoaded,
         };
         let plan = rivulet_stats::plan(&request, &site, i64::from(now))
             .map_err(|e| format!("stats case {}: {e}", case.name))?;

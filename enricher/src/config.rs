@@ -70,6 +70,12 @@ pub struct LifecycleConfig {
     pub erasure_batch_max: usize,
     /// `RETENTION_CHECK_SECS`, default 3600.
     pub retention_check: Duration,
+    /// `STATS_ROLLUP_INTERVAL_SECS`, default 60: how often the Stats API's daily rollup
+    /// computes the days that need it; 0 turns it off (queries then read `events`).
+    pub rollup_interval: Duration,
+    /// `STATS_ROLLUP_MARGIN_SECS`, default 300: how long the hours a day reads must have
+    /// had no insert before it is computed; longer than any insert takes.
+    pub rollup_margin: Duration,
 }
 
 /// When a batch is inserted: whichever limit it reaches first.
@@ -154,6 +160,11 @@ impl EnricherConfig {
                 erasure_delay: config::millis("ERASURE_DELAY_MS", 10_000)?,
                 erasure_batch_max: config::parse("ERASURE_BATCH_MAX", 10_000)?,
                 retention_check: Duration::from_secs(config::parse("RETENTION_CHECK_SECS", 3600)?),
+                rollup_interval: Duration::from_secs(config::parse(
+                    "STATS_ROLLUP_INTERVAL_SECS",
+                    60,
+                )?),
+                rollup_margin: Duration::from_secs(config::parse("STATS_ROLLUP_MARGIN_SECS", 300)?),
             },
         })
     }

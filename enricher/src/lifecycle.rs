@@ -26,8 +26,10 @@ use rivulet_common::ch::{ChConfig, Db};
 use rivulet_common::clickhouse_versions;
 use rivulet_common::privacy::{self, IdKind, Receipt, RetentionRun, State};
 use rivulet_common::registry::{Registry, Site};
+use rivulet_common::schema::migrations::ROLLUP_TABLE;
 use rivulet_common::schema::people::{CLAIMS_TABLE, TRAITS_TABLE};
 use rivulet_common::schema::queries;
+use rivulet_enrichment::rollup_job::{self, RollupJob};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -49,6 +51,8 @@ const MUTATION_WAIT: Duration = Duration::from_secs(1800);
 const MARKER_EVERY: Duration = Duration::from_secs(5);
 /// Rounds of mutations before a batch is failed.
 const ROUNDS: u32 = 3;
+/// Days of the rollup computed per run of the runner at most.
+const ROLLUP_DAYS_PER_RUN: usize = 92;
 
 impl Lifecycle {
     /// Runs until the process ends.
@@ -60,6 +64,7 @@ impl Lifecycle {
             return;
         }
         let mut last_retention: Option<Instant> = None;
+        let mut last_rollup: Option<Instant> = None;
         let mut marked = Instant::now();
         loop {
             tokio::time::sleep(self.cfg.erasure_check).await;
@@ -81,7 +86,69 @@ impl Lifecycle {
                     Err(e) => tracing::warn!(error = %e, "retention could not run; trying again"),
                 }
             }
+            let rollup_due = !self.cfg.rollup_interval.is_zero()
+                && last_rollup.is_none_or(|t| t.elapsed() >= self.cfg.rollup_interval);
+            if rollup_due {
+                if let Err(e) = self.compute_rollup().await {
+                    tracing::warn!(error = %e, "the rollup could not be computed; trying again");
+                }
+                last_rollup = Some(Instant::now());
+            }
         }
+    }
+
+    /// Computes the Stats API's daily rollup for the days that need it, a quarter of a
+    /// year at most per call, so that erasures are not kept waiting by a long backlog
+    /// (an import of years).
+    async fn compute_rollup(&self) -> Result<(), clickhouse::error::Error> {
+        let sites: Vec<(u32, String)> = Registry::new(self.db.clone())
+            .list_sites()
+            .await
+            .map_err(ch_error)?
+            .iter()
+            .map(|s| (s.site_id, s.time_zone().to_string()))
+            .collect();
+        let job = RollupJob {
+            db: self.db.clone(),
+            nodes: self.clickhouse.each_node(),
+            margin: self.cfg.rollup_margin,
+            max_days: Some(ROLLUP_DAYS_PER_RUN),
+        };
+        let started = Instant::now();
+        let run = job
+            .run(&sites, rivulet_common::epoch::now_ms() / 1000)
+            .await?;
+        if run.days > 0 {
+            tracing::info!(
+                days = run.days,
+                rows = run.rows,
+                waiting = run.waiting,
+                seconds = started.elapsed().as_secs_f64(),
+                "rollup computed"
+            );
+        }
+        Ok(())
+    }
+
+    /// The `(site, UTC hour)`s of the batch's events: the rollup's days that read them
+    /// are stamped stale before the deletes, and deleted with them.
+    async fn erased_hours(
+        &self,
+        events_binds: &[u64],
+    ) -> Result<Vec<(u32, u32)>, clickhouse::error::Error> {
+        let sql = self.complete(
+            &format!(
+                "SELECT DISTINCT site_id, toUInt32(intDiv(toUInt32(timestamp), 3600) * 3600) AS hour \
+                 FROM {{db}}.events WHERE {}",
+                queries::ERASED_EVENTS
+            ),
+            "",
+        );
+        let mut q = self.db.client.query(&sql);
+        for b in events_binds {
+            q = q.bind(*b);
+        }
+        q.fetch_all::<(u32, u32)>().await
     }
 
     fn local_events(&self) -> &'static str {
@@ -232,6 +299,12 @@ impl Lifecycle {
         let events_binds = [from, to, from, to, to_secs, to_secs];
         let claims_binds = [from, to, from, to, to];
         let traits_binds = [from, to, to];
+        // From now on the rollup's days with these events are read from `events`, where
+        // the deletes are under way; the job computes none while they are; their
+        // generations go with the events.
+        let hours = self.erased_hours(&events_binds).await?;
+        rollup_job::touch(&self.db, &hours).await?;
+        let (rollup_days, rollup_binds) = rollup_job::days_of_hours(&hours);
         let mut rounds = 0;
         let outcome = loop {
             rounds += 1;
@@ -241,6 +314,10 @@ impl Lifecycle {
                 .await?;
             self.mutate(TRAITS_TABLE, queries::ERASED_TRAITS, &traits_binds)
                 .await?;
+            if !hours.is_empty() {
+                self.mutate(ROLLUP_TABLE, &rollup_days, &rollup_binds)
+                    .await?;
+            }
             metrics::counter!("enricher_erasure_mutations_total").increment(3);
             if !self.mutations_finished().await? {
                 break Err(format!(
@@ -514,6 +591,23 @@ impl Lifecycle {
                 self.mutate(self.local_events(), &condition, &binds).await?;
                 metrics::counter!("enricher_retention_mutations_total").increment(1);
             }
+            // The rollup: the counts of each site's local days wholly before its cutoff
+            // go (in every zone: two days before the cutoff's UTC day; their markers
+            // stay, those days now have nothing), and the days that read the last hours
+            // before the cutoff are stamped, to be read from `events` and computed again.
+            let hours: Vec<(u32, u32)> = expired
+                .iter()
+                .filter_map(|e| cutoffs.get(&e.site_id).map(|c| (e.site_id, *c)))
+                .flat_map(|(site, cutoff)| {
+                    (1..=24u64).map(move |h| (site, cutoff.saturating_sub(h * 3600) as u32))
+                })
+                .collect();
+            rollup_job::touch(&self.db, &hours).await?;
+            let (rollup, rollup_binds) =
+                per_site(&cutoffs, "kind != 0 AND toUInt16(local_day) < ?", |c| {
+                    (c / 86_400).saturating_sub(1)
+                });
+            self.mutate(ROLLUP_TABLE, &rollup, &rollup_binds).await?;
             tracing::info!(
                 months_dropped = dropped,
                 sites = expired.len(),

@@ -46,14 +46,17 @@ impl Enrichers {
             .as_str()
             .to_string()
         });
-        let user_id = match (raw.user_id, preset.visitor_id) {
-            (Some(u), _) if !u.is_empty() => u,
-            (_, Some(v)) if !v.is_empty() => v,
-            _ => self.visitors.id(
-                identity::day_of(raw.timestamp),
-                raw.site_id,
-                &raw.ip,
-                &raw.user_agent,
+        let (user_id, daily_visitor) = match (raw.user_id, preset.visitor_id) {
+            (Some(u), _) if !u.is_empty() => (u, 0),
+            (_, Some(v)) if !v.is_empty() => (v, 0),
+            _ => (
+                self.visitors.id(
+                    identity::day_of(raw.timestamp),
+                    raw.site_id,
+                    &raw.ip,
+                    &raw.user_agent,
+                ),
+                1,
             ),
         };
         let session_id = match preset.session_id {
@@ -142,6 +145,7 @@ impl Enrichers {
             // of them).
             client_timestamp: raw.client_timestamp.map(datetime_secs),
             sent_at: raw.sent_at.map(datetime_secs),
+            daily_visitor,
         }
     }
 }

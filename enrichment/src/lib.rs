@@ -22,6 +22,7 @@ pub mod identity;
 pub mod insert;
 pub mod ledger;
 pub mod message;
+pub mod rollup_job;
 pub mod session;
 
 pub use config::EnrichmentConfig;

@@ -618,7 +618,7 @@ impl<'a> Builder<'a> {
 }
 
 /// [`ENGAGEMENT_TYPES`] as a list of SQL strings.
-fn engagement_list() -> String {
+pub(crate) fn engagement_list() -> String {
     ENGAGEMENT_TYPES
         .iter()
         .map(|t| quote(t))

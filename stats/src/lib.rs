@@ -6,8 +6,12 @@
 //! ```text
 //! let req = Request::from_json(body)?;                    // 400 on error: StatsError::status
 //! // resolve req.site() to a site the caller may read; if req.needs_first_event(), read it
-//! let site = SiteContext { site_id, time_zone: "Europe/Berlin".into(), first_event };
-//! let plan = rivulet_stats::plan(&req, &site, now_secs)?;
+//! let mut site = SiteContext { site_id, time_zone: "Europe/Berlin".into(), first_event,
+//!                              rollup: RollupState::NotLoaded };
+//! // with the rollup (Planner::default().with_source(Arc::new(RollupSource))): if
+//! // planner.needs_rollup_state(&req, &site, now_secs), read rollup::state_statement's rows
+//! // into site.rollup (RollupState::from_rows)
+//! let plan = planner.plan(&req, &site, now_secs)?;
 //! let main = decode_rows(plan.main(), &run(plan.main()))?;          // FORMAT JSONEachRow
 //! let total_rows = plan.total_rows().map(|s| decode_count(s, &run(s))).transpose()?;
 //! let comparison = plan.comparison(&main).map(|s| decode_rows(&s, &run(&s))).transpose()?;
@@ -35,6 +39,7 @@ pub mod metrics;
 pub mod planner;
 pub mod request;
 pub mod response;
+pub mod rollup;
 pub mod sql;
 #[cfg(test)]
 mod test_support;
@@ -45,6 +50,7 @@ pub use error::StatsError;
 pub use planner::{Planner, QueryPlan, Source, Spec};
 pub use request::{Request, SiteRef};
 pub use response::{decode_count, decode_rows, respond, QueryRows, Response, Row};
+pub use rollup::{RollupSource, RollupState};
 pub use sql::{Bind, Statement};
 
 /// What the engine needs to know of the site a request reads.
@@ -56,6 +62,9 @@ pub struct SiteContext {
     /// For `date_range: "all"` (see [`Request::needs_first_event`] and
     /// [`first_event_statement`]); [`FirstEvent::NotLoaded`] otherwise.
     pub first_event: FirstEvent,
+    /// For the daily rollup (see [`Planner::needs_rollup_state`] and
+    /// [`rollup::state_statement`]); without it every query reads `events`.
+    pub rollup: RollupState,
 }
 
 impl SiteContext {
@@ -65,6 +74,7 @@ impl SiteContext {
             site_id,
             time_zone: "UTC".into(),
             first_event: FirstEvent::NotLoaded,
+            rollup: RollupState::NotLoaded,
         }
     }
 }

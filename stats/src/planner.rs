@@ -21,7 +21,7 @@ use crate::request::Request;
 use crate::response::Row;
 use crate::sql::{Sql, Statement};
 use crate::validate::{self, Direction, OrderKey, Query};
-use crate::SiteContext;
+use crate::{RollupState, SiteContext};
 use serde_json::Value;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -40,6 +40,9 @@ pub struct Spec<'a> {
     /// Only the rows whose dimensions are among these values (a comparison reads the
     /// rows of the main result only).
     pub restriction: Option<&'a Restriction>,
+    /// The site's local days the daily rollup cannot answer yet
+    /// ([`crate::RollupState::Stale`]); `None` when not loaded.
+    pub rollup_stale: Option<&'a [jiff::civil::Date]>,
 }
 
 /// Rows whose dimensions `dimensions` (indexes into [`Spec::dimensions`]) take one of
@@ -100,6 +103,21 @@ impl Planner {
         self
     }
 
+    /// Whether the plan of this request would read the daily rollup once the site's
+    /// [`RollupState`] is loaded ([`crate::rollup::state_statement`]): only then is it
+    /// worth reading.
+    pub fn needs_rollup_state(&self, req: &Request, site: &SiteContext, now: i64) -> bool {
+        if site.rollup != RollupState::NotLoaded {
+            return false;
+        }
+        let assumed = SiteContext {
+            rollup: RollupState::Stale(Vec::new()),
+            ..site.clone()
+        };
+        self.plan(req, &assumed, now)
+            .is_ok_and(|p| p.source() == crate::rollup::SOURCE_NAME)
+    }
+
     /// Validates the request and plans it for a site at `now` (epoch seconds).
     pub fn plan(
         &self,
@@ -153,6 +171,7 @@ impl Planner {
             dimensions: &dimensions,
             filters: &query.filters,
             restriction: None,
+            rollup_stale: site.rollup.stale(),
         };
         let source = self
             .sources
@@ -211,6 +230,7 @@ impl Planner {
             comparison,
             order,
             source,
+            rollup: site.rollup.clone(),
             settings,
             main,
             total_rows,
@@ -277,6 +297,7 @@ pub struct QueryPlan {
     pub(crate) comparison: Option<Comparison>,
     pub(crate) order: Vec<(OrderKey, Direction)>,
     source: Arc<dyn Source>,
+    rollup: RollupState,
     settings: Vec<(&'static str, String)>,
     main: Statement,
     total_rows: Option<Statement>,
@@ -336,6 +357,7 @@ impl QueryPlan {
             dimensions: &self.dimensions,
             filters: &self.query.filters,
             restriction: restriction.as_ref(),
+            rollup_stale: self.rollup.stale(),
         };
         let relation = self.source.select(&spec);
         let mut settings = self.settings.clone();

@@ -21,6 +21,7 @@ pub fn try_plan(fields: Value, tz: &str) -> Result<QueryPlan, StatsError> {
         site_id: 1,
         time_zone: tz.into(),
         first_event: FirstEvent::At(1_704_067_200),
+        rollup: crate::RollupState::NotLoaded,
     };
     plan(&request(fields), &site, NOW)
 }

@@ -59,6 +59,7 @@ fn row(site_id: u32, n: u8) -> EventRow {
             _ => None,
         },
         sent_at: n.is_multiple_of(2).then_some(u32::MAX - u32::from(n)),
+        daily_visitor: u8::from(n == 1),
     }
 }
 

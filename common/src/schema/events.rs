@@ -58,20 +58,27 @@ pub const COLUMNS: &[Column] = &[
     // Migration 9: the client's own times, as it sent them (NULL: not sent).
     col("client_timestamp", "Nullable(DateTime)"),
     col("sent_at", "Nullable(DateTime)"),
+    // Migration 10: whether `user_id` is the enricher's visitor id of the event's UTC day.
+    col("daily_visitor", "UInt8"),
 ];
 
-/// How many of [`COLUMNS`] the table had when migration 1 created it; migrations 4 and 9
-/// add the rest ([`added_columns`]).
+/// How many of [`COLUMNS`] the table had when migration 1 created it; migrations 4, 9
+/// and 10 add the rest ([`added_columns`]).
 pub const V1_COLUMNS: usize = 30;
 /// How many it had after migration 4.
 pub const V4_COLUMNS: usize = 40;
+/// How many it had after migration 9.
+pub const V9_COLUMNS: usize = 42;
 
 /// The migrations that add columns to `events`, each with the range of [`COLUMNS`] it
 /// adds.
-pub const ADDING_MIGRATIONS: [(u32, std::ops::Range<usize>); 2] =
-    [(4, V1_COLUMNS..V4_COLUMNS), (9, V4_COLUMNS..COLUMNS.len())];
+pub const ADDING_MIGRATIONS: [(u32, std::ops::Range<usize>); 3] = [
+    (4, V1_COLUMNS..V4_COLUMNS),
+    (9, V4_COLUMNS..V9_COLUMNS),
+    (10, V9_COLUMNS..COLUMNS.len()),
+];
 
-/// The columns migration `migration` (4 or 9) adds, as a variant types them.
+/// The columns migration `migration` (4, 9 or 10) adds, as a variant types them.
 pub fn added_columns(migration: u32, variant: SchemaVariant) -> Vec<Column> {
     let (_, range) = ADDING_MIGRATIONS
         .iter()
@@ -171,7 +178,7 @@ fn distributed_statement(cluster: &str) -> String {
     )
 }
 
-/// Migrations 4 and 9: the columns they add to `events` ([`ADDING_MIGRATIONS`]), one
+/// Migrations 4, 9 and 10: the columns they add to `events` ([`ADDING_MIGRATIONS`]), one
 /// `ALTER` per column so that a column another run added first is only an "already
 /// exists" to skip. On a cluster the local tables get them by `ALTER … ON CLUSTER`; the
 /// `Distributed` table is made again from them instead (it holds no rows: inserts through
@@ -258,6 +265,10 @@ pub struct EventRow {
     pub client_timestamp: Option<u32>,
     /// The client's `sent_at`, epoch seconds (Nullable(DateTime)).
     pub sent_at: Option<u32>,
+    /// 1 when `user_id` is the visitor id the enricher derived for the event's UTC day
+    /// (no user id sent, none preset by an import): such an id is never seen on another
+    /// UTC day, which lets the Stats API's daily rollup add up visitors day by day.
+    pub daily_visitor: u8,
 }
 
 impl EventRow {
@@ -322,6 +333,7 @@ impl EventRow {
         }
         put_nullable_u32(out, self.client_timestamp);
         put_nullable_u32(out, self.sent_at);
+        out.push(self.daily_visitor);
     }
 }
 
@@ -477,6 +489,7 @@ mod tests {
             ttfb: Some(0.0),
             client_timestamp: Some(1_699_990_000),
             sent_at: Some(1_699_996_400),
+            daily_visitor: 1,
         }
     }
 
@@ -523,7 +536,7 @@ mod tests {
         }
     }
 
-    /// Each column is created once: by migration 1, 4 or 9, in the order of [`COLUMNS`].
+    /// Each column is created once: by migration 1, 4, 9 or 10, in the order of [`COLUMNS`].
     #[test]
     fn the_migrations_add_every_column_once_in_order() {
         let mut names: Vec<&str> = COLUMNS[..V1_COLUMNS].iter().map(|c| c.name).collect();

@@ -61,6 +61,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 9,
         name: "events: the client's timestamp and sent_at",
     },
+    Migration {
+        version: 10,
+        name: "stats rollup: events.daily_visitor; stats_days and stats_touched",
+    },
 ];
 
 const SITES_COLUMNS: &str = "(
@@ -220,6 +224,70 @@ const RETENTION_RUNS_COLUMNS: &str = "(
 )";
 
 /// `ALTER TABLE … ADD COLUMN` for each column, on every server of a cluster.
+/// The Stats API's daily rollup (docs/decisions/015-stats-rollup.md): per site, time
+/// zone, local day and generation, a marker row (kind 0: the generation is complete),
+/// the day's pieces (kind 1: one per UTC day the local day overlaps, with its counts) and
+/// the recurring visitor ids of each piece (kind 2: 64-bit hashes of the ids that are
+/// not a day's visitor id). Written by the rollup job, read by the Stats API; erasure and
+/// retention delete from it. On a cluster it is replicated to every server, like the
+/// registry: it is small (a few rows a day, and one a day per identified user), and each
+/// server then answers its part of a query alone.
+pub const ROLLUP_TABLE: &str = "stats_days";
+const ROLLUP_COLUMNS: &str = "(
+    site_id UInt32,
+    time_zone String,
+    local_day Date,
+    generation UInt32,
+    kind UInt8,
+    utc_day Date,
+    day_pieces UInt8,
+    pageviews UInt64,
+    events UInt64,
+    visits_started UInt64,
+    visits_carried UInt64,
+    bounces_started UInt64,
+    bounces_carried UInt64,
+    duration_started UInt64,
+    duration_carried UInt64,
+    views_started UInt64,
+    views_carried UInt64,
+    daily_visitors UInt64,
+    daily_visitors_utc_day UInt64,
+    id_hash UInt64
+)";
+/// Every row's identity: a retried insert of a generation collapses into one copy.
+const ROLLUP_ORDER_BY: &str = "(site_id, time_zone, local_day, generation, kind, utc_day, id_hash)";
+
+/// When events of a (site, UTC hour) were last inserted: the rollup's days that read
+/// that hour are stale from then until computed again. Fed by [`touched_view`] on every
+/// insert into `events`; erasure and retention write it too.
+pub const TOUCHED_TABLE: &str = "stats_touched";
+const TOUCHED_COLUMNS: &str = "(site_id UInt32, hour DateTime, touched_at DateTime)";
+/// The hour of an event, in UTC whatever the server's time zone.
+const TOUCHED_HOUR: &str = "toDateTime(intDiv(toUInt32(timestamp), 3600) * 3600)";
+
+/// The view that stamps each insert's (site, hour)s: a row or two per inserted block. On
+/// a cluster it watches each shard's local table, where the `Distributed` table's
+/// inserts land (a view fires on the replica that takes the insert).
+fn touched_view(topology: &Topology) -> String {
+    let source = match topology {
+        Topology::SingleNode => events::TABLE,
+        Topology::Cluster { .. } => events::LOCAL_TABLE,
+    };
+    format!(
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS {{db}}.stats_touched_mv{} TO {{db}}.{TOUCHED_TABLE} \
+         AS SELECT site_id, {TOUCHED_HOUR} AS hour, max(now()) AS touched_at \
+         FROM {{db}}.{source} GROUP BY site_id, hour",
+        topology.on_cluster()
+    )
+}
+
+/// The hours that already have events when the view is made: all stale, so the rollup
+/// job computes every day once.
+const TOUCHED_FROM_EVENTS: &str = "INSERT INTO {db}.stats_touched (site_id, hour, touched_at) \
+     SELECT site_id, toDateTime(intDiv(toUInt32(timestamp), 3600) * 3600) AS hour, max(now()) \
+     FROM {db}.events GROUP BY site_id, hour";
+
 fn add_columns(topology: &Topology, table: &str, columns: &[(&str, &str)]) -> Vec<String> {
     columns
         .iter()
@@ -363,6 +431,26 @@ pub fn statements_for(version: u32, topology: &Topology, variant: SchemaVariant)
             all
         }
         9 => events::add_column_statements(9, topology, variant),
+        10 => {
+            let mut all = events::add_column_statements(10, topology, variant);
+            all.push(registry_table(
+                topology,
+                ROLLUP_TABLE,
+                ROLLUP_COLUMNS,
+                None,
+                ROLLUP_ORDER_BY,
+            ));
+            all.push(registry_table(
+                topology,
+                TOUCHED_TABLE,
+                TOUCHED_COLUMNS,
+                Some("touched_at"),
+                "(site_id, hour)",
+            ));
+            all.push(touched_view(topology));
+            all.push(TOUCHED_FROM_EVENTS.to_string());
+            all
+        }
         other => panic!("no migration {other}"),
     }
 }
@@ -528,17 +616,21 @@ mod tests {
             name: "rivulet".into(),
         });
         assert_eq!(
-            single.len() + 1 + 2 + 2,
+            single.len() + 1 + 2 + 2 + 2,
             cluster.len(),
-            "events adds its local table; migrations 4 and 9 alter the local tables and make \
-             the Distributed table again (a DROP and a CREATE each)"
+            "events adds its local table; migrations 4, 9 and 10 alter the local tables and \
+             make the Distributed table again (a DROP and a CREATE each)"
         );
-        // Migration 7's copies insert into tables replicated to every server: one
-        // insert reaches them all.
+        // Migration 7's copies and migration 10's first touches insert into tables
+        // replicated to every server: one insert reaches them all.
         assert!(cluster
             .iter()
-            .filter(|s| !is_copy_from_dropped(s))
+            .filter(|s| !is_copy_from_dropped(s) && *s != TOUCHED_FROM_EVENTS)
             .all(|s| s.contains(" ON CLUSTER rivulet")));
+        assert!(cluster
+            .iter()
+            .any(|s| s.contains("stats_touched_mv ON CLUSTER rivulet")
+                && s.contains("FROM {db}.events_local")));
         assert_eq!(
             cluster.iter().filter(|s| is_copy_from_dropped(s)).count(),
             2

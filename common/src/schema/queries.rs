@@ -247,8 +247,8 @@ pub const REPLAY_STORED_ROWS: &str =
      pathname, querystring, page_title, referrer, channel, user_id, session_id, language, \
      screen_width, screen_height, country, region, city, lat, lon, browser, browser_version, \
      operating_system, operating_system_version, device_type, is_bot, ip, anonymous_id, tag, \
-     app_version, device_model, feature_flags, lcp, cls, inp, fcp, ttfb, client_timestamp, sent_at \
-     FROM events FINAL WHERE site_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?)";
+     app_version, device_model, feature_flags, lcp, cls, inp, fcp, ttfb, client_timestamp, sent_at, \
+     daily_visitor FROM events FINAL WHERE site_id = ? AND timestamp >= toDateTime(?) AND timestamp <= toDateTime(?)";
 
 /// `rivulet-admin replay --optimize`, on a single server: merge one month (`{partition}`,
 /// `YYYYMM`) of `events`, so that the rows a replay replaced are gone. Not in [`ALL`]: it

@@ -1,0 +1,450 @@
+//! The rollup job: computes the Stats API's daily rollup (`rivulet_stats::rollup`, which
+//! has the design) for the days whose generation is missing or stale. The enricher's
+//! lifecycle runner calls [`RollupJob::run`] every `STATS_ROLLUP_INTERVAL_SECS`;
+//! `rivulet-admin rollup` calls it once.
+//!
+//! A day is computed once the hours it reads have had no insert for `margin`: an insert
+//! stamps its hours when its block is written, a little before its rows can be read, and
+//! a generation computed in between would miss them while looking newer than the stamp.
+//! A day is also left until its visits can no longer grow: six hours (and its whole UTC
+//! days) after it ends.
+//!
+//! Each run of consecutive days (up to [`MAX_DAYS`]) is one statement over `events` and
+//! one insert of its rows with each day's marker: one block, so that a server (or a
+//! replica) has either all of a generation or none of it. The generations it replaces are
+//! deleted afterwards by one mutation.
+
+use clickhouse::Row;
+use rivulet_common::ch::Db;
+use rivulet_stats::date_range::Zone;
+use rivulet_stats::limits::SESSION_LOOKAROUND_SECS;
+use rivulet_stats::rollup::{self, Days, KIND_MARKER};
+use rivulet_stats::sql::{Bind, Sql};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Days computed by one statement: a month's events at most.
+pub const MAX_DAYS: usize = 31;
+
+/// One row of `stats_days`.
+#[derive(Debug, Clone, Default, PartialEq, Row, Serialize, Deserialize)]
+pub struct RollupRow {
+    pub site_id: u32,
+    pub time_zone: String,
+    /// Days since 1970-01-01 (a `Date`).
+    pub local_day: u16,
+    pub generation: u32,
+    pub kind: u8,
+    pub utc_day: u16,
+    pub day_pieces: u8,
+    pub pageviews: u64,
+    pub events: u64,
+    pub visits_started: u64,
+    pub visits_carried: u64,
+    pub bounces_started: u64,
+    pub bounces_carried: u64,
+    pub duration_started: u64,
+    pub duration_carried: u64,
+    pub views_started: u64,
+    pub views_carried: u64,
+    pub daily_visitors: u64,
+    pub daily_visitors_utc_day: u64,
+    pub id_hash: u64,
+}
+
+/// What [`rollup::rows`] returns: a row without its site, zone and generation.
+#[derive(Debug, Row, Deserialize)]
+struct Computed {
+    local_day: u16,
+    kind: u8,
+    utc_day: u16,
+    day_pieces: u8,
+    pageviews: u64,
+    events: u64,
+    visits_started: u64,
+    visits_carried: u64,
+    bounces_started: u64,
+    bounces_carried: u64,
+    duration_started: u64,
+    duration_carried: u64,
+    views_started: u64,
+    views_carried: u64,
+    daily_visitors: u64,
+    daily_visitors_utc_day: u64,
+    id_hash: u64,
+}
+
+#[derive(Debug, Row, Deserialize)]
+struct Stale {
+    day: String,
+    generation: u32,
+    touched: u32,
+}
+
+/// What one run did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RollupRun {
+    /// Days computed (a generation written).
+    pub days: u64,
+    /// Rows written, markers included.
+    pub rows: u64,
+    /// Days stale but not yet ready (an insert within the margin, or visits that may
+    /// still grow).
+    pub waiting: u64,
+}
+
+pub struct RollupJob {
+    pub db: Db,
+    /// Every server (`ChConfig::each_node`): the job waits while any of them has a
+    /// mutation of `events` under way.
+    pub nodes: Vec<Db>,
+    /// How long the hours a day reads must have had no insert.
+    pub margin: Duration,
+    /// Days computed in one run at most (the rest in the next): `None` for all.
+    pub max_days: Option<usize>,
+}
+
+/// A stamp of `stats_touched`.
+#[derive(Debug, Row, Serialize)]
+struct Touch {
+    site_id: u32,
+    hour: u32,
+    touched_at: u32,
+}
+
+/// Stamps `(site_id, hour)`s (epoch seconds of whole UTC hours) as changed now: the
+/// rollup's days that read them are stale until computed again. Erasure and retention
+/// call it; their deletes are not inserts, so the view does not see them.
+pub async fn touch(db: &Db, hours: &[(u32, u32)]) -> Result<(), clickhouse::error::Error> {
+    if hours.is_empty() {
+        return Ok(());
+    }
+    let now = u32::try_from(rivulet_common::epoch::now_ms() / 1000).unwrap_or(u32::MAX);
+    let mut insert = db.client.insert::<Touch>(rollup::TOUCHED_TABLE).await?;
+    for (site_id, hour) in hours {
+        insert
+            .write(&Touch {
+                site_id: *site_id,
+                hour: hour - hour % 3600,
+                touched_at: now,
+            })
+            .await?;
+    }
+    insert.end().await
+}
+
+/// The rollup rows of the local days that can hold the events of these hours (a UTC
+/// day either side of theirs, whatever the zone), as a condition on `stats_days` and its
+/// binds: what erasure deletes.
+pub fn days_of_hours(hours: &[(u32, u32)]) -> (String, Vec<u64>) {
+    let mut by_site: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();
+    for (site, hour) in hours {
+        let day = u64::from(*hour) / 86_400;
+        let e = by_site.entry(*site).or_insert((day, day));
+        e.0 = e.0.min(day);
+        e.1 = e.1.max(day);
+    }
+    let condition = vec![
+        "(site_id = ? AND toUInt16(local_day) >= ? AND toUInt16(local_day) <= ?)";
+        by_site.len()
+    ]
+    .join(" OR ");
+    let binds = by_site
+        .iter()
+        .flat_map(|(site, (first, last))| [u64::from(*site), first.saturating_sub(1), last + 1])
+        .collect();
+    (condition, binds)
+}
+
+/// Whether any server has a mutation of `events` under way (an erasure, a retention):
+/// a day computed meanwhile could count rows about to go.
+pub async fn events_mutations_unfinished(nodes: &[Db]) -> Result<bool, clickhouse::error::Error> {
+    for node in nodes {
+        let n: u64 = node
+            .root
+            .query(
+                "SELECT count() FROM system.mutations WHERE database = ? \
+                 AND table IN ('events', 'events_local') AND is_done = 0",
+            )
+            .bind(&node.database)
+            .fetch_one()
+            .await?;
+        if n > 0 {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+impl RollupJob {
+    /// Computes every ready stale day of the sites (`(site_id, IANA time zone)`), at
+    /// `now` (epoch seconds).
+    pub async fn run(
+        &self,
+        sites: &[(u32, String)],
+        now: i64,
+    ) -> Result<RollupRun, clickhouse::error::Error> {
+        let mut total = RollupRun::default();
+        if events_mutations_unfinished(&self.nodes).await? {
+            tracing::debug!("rollup: a mutation of events is under way; waiting");
+            return Ok(total);
+        }
+        let mut budget = self.max_days.unwrap_or(usize::MAX);
+        for (site_id, tz) in sites {
+            let zone = match Zone::new(tz) {
+                Ok(z) => z,
+                Err(e) => {
+                    tracing::warn!(site_id, error = %e, "rollup: the site's time zone is not known; skipped");
+                    continue;
+                }
+            };
+            let run = self.run_site(*site_id, &zone, now, &mut budget).await?;
+            total.days += run.days;
+            total.rows += run.rows;
+            total.waiting += run.waiting;
+        }
+        Ok(total)
+    }
+
+    async fn run_site(
+        &self,
+        site_id: u32,
+        zone: &Zone,
+        now: i64,
+        budget: &mut usize,
+    ) -> Result<RollupRun, clickhouse::error::Error> {
+        let stale: Vec<Stale> = query(&self.db, &rollup::stale_days(site_id, zone))
+            .fetch_all()
+            .await?;
+        let mut run = RollupRun::default();
+        let mut ready: Vec<(jiff::civil::Date, u32)> = Vec::new();
+        for s in stale {
+            let Ok(day) = s.day.parse::<jiff::civil::Date>() else {
+                continue;
+            };
+            if ready.len() < *budget && is_ready(zone, day, s.touched, self.margin, now) {
+                ready.push((day, s.generation));
+            } else {
+                run.waiting += 1;
+            }
+        }
+        *budget -= ready.len();
+        for days in consecutive_runs(&ready) {
+            let rows = self.compute(site_id, zone, days, now).await?;
+            run.days += days.len() as u64;
+            run.rows += rows;
+        }
+        Ok(run)
+    }
+
+    /// Computes consecutive days as one generation each (the same number: `now`) and
+    /// deletes the generations they replace.
+    async fn compute(
+        &self,
+        site_id: u32,
+        zone: &Zone,
+        days: &[(jiff::civil::Date, u32)],
+        now: i64,
+    ) -> Result<u64, clickhouse::error::Error> {
+        let (Some(first), Some(last)) = (days.first(), days.last()) else {
+            return Ok(0);
+        };
+        let generation = u32::try_from(now).unwrap_or(u32::MAX);
+        let range = match Days::literal(zone, first.0, last.0) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(site_id, error = %e, "rollup: days out of range; skipped");
+                return Ok(0);
+            }
+        };
+        let computed: Vec<Computed> = query(&self.db, &rollup::rows(site_id, zone, &range))
+            .fetch_all()
+            .await?;
+        let mut insert = self.db.client.insert::<RollupRow>(rollup::TABLE).await?;
+        let mut written = 0u64;
+        for (day, _) in days {
+            let marker = RollupRow {
+                site_id,
+                time_zone: zone.name().to_string(),
+                local_day: day_number(*day),
+                generation,
+                kind: KIND_MARKER,
+                ..RollupRow::default()
+            };
+            insert.write(&marker).await?;
+            written += 1;
+        }
+        for c in computed {
+            insert
+                .write(&RollupRow {
+                    site_id,
+                    time_zone: zone.name().to_string(),
+                    local_day: c.local_day,
+                    generation,
+                    kind: c.kind,
+                    utc_day: c.utc_day,
+                    day_pieces: c.day_pieces,
+                    pageviews: c.pageviews,
+                    events: c.events,
+                    visits_started: c.visits_started,
+                    visits_carried: c.visits_carried,
+                    bounces_started: c.bounces_started,
+                    bounces_carried: c.bounces_carried,
+                    duration_started: c.duration_started,
+                    duration_carried: c.duration_carried,
+                    views_started: c.views_started,
+                    views_carried: c.views_carried,
+                    daily_visitors: c.daily_visitors,
+                    daily_visitors_utc_day: c.daily_visitors_utc_day,
+                    id_hash: c.id_hash,
+                })
+                .await?;
+            written += 1;
+        }
+        insert.end().await?;
+        if days.iter().any(|(_, old)| *old > 0) {
+            // The replaced generations: rows no query reads any more.
+            let sql = format!(
+                "ALTER TABLE {}.{}{} DELETE WHERE site_id = ? AND time_zone = ? \
+                 AND local_day >= toDate(?) AND local_day <= toDate(?) AND generation < ?",
+                self.db.database,
+                rollup::TABLE,
+                self.db.topology.on_cluster()
+            );
+            self.db
+                .root
+                .query(&sql)
+                .bind(site_id)
+                .bind(zone.name())
+                .bind(first.0.to_string())
+                .bind(last.0.to_string())
+                .bind(generation)
+                .execute()
+                .await?;
+        }
+        metrics::counter!("enricher_rollup_days_total").increment(days.len() as u64);
+        tracing::debug!(site_id, first = %first.0, last = %last.0, rows = written, "rollup computed");
+        Ok(written)
+    }
+}
+
+/// The statement of a [`Sql`], its binds bound.
+fn query(db: &Db, sql: &Sql) -> clickhouse::query::Query {
+    let mut q = db.client.query(sql.text());
+    for b in sql.binds() {
+        q = match b {
+            Bind::Str(s) => q.bind(s.as_str()),
+            Bind::UInt(u) => q.bind(*u),
+        };
+    }
+    q
+}
+
+/// A date as ClickHouse's `Date` holds it: days since 1970-01-01.
+pub fn day_number(day: jiff::civil::Date) -> u16 {
+    let epoch = jiff::civil::date(1970, 1, 1);
+    epoch
+        .until(day)
+        .ok()
+        .and_then(|span| u16::try_from(span.get_days()).ok())
+        .unwrap_or(0)
+}
+
+/// Whether a stale day can be computed at `now`: its last stamp is `margin` old, and its
+/// visits are over (six hours after it ends, and its last UTC day over), `margin` ago.
+pub fn is_ready(
+    zone: &Zone,
+    day: jiff::civil::Date,
+    touched: u32,
+    margin: Duration,
+    now: i64,
+) -> bool {
+    let margin = margin.as_secs() as i64;
+    let Ok(end) = day
+        .tomorrow()
+        .map_err(|_| ())
+        .and_then(|d| zone.start_of(d).map_err(|_| ()))
+    else {
+        return false;
+    };
+    let visits_over = (end + SESSION_LOOKAROUND_SECS as i64).max((end + 86_399) / 86_400 * 86_400);
+    i64::from(touched) + margin <= now && visits_over + margin <= now
+}
+
+/// The days split where they are not consecutive, and into runs of [`MAX_DAYS`] at most.
+pub fn consecutive_runs<T>(days: &[(jiff::civil::Date, T)]) -> Vec<&[(jiff::civil::Date, T)]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=days.len() {
+        let split = i == days.len()
+            || i - start >= MAX_DAYS
+            || days[i - 1].0.tomorrow().ok() != Some(days[i].0);
+        if split {
+            out.push(&days[start..i]);
+            start = i;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jiff::civil::date;
+
+    #[test]
+    fn erasure_deletes_a_day_either_side_of_the_hours_days() {
+        let (c, b) = days_of_hours(&[(3, 86_400 * 10 + 7200), (3, 86_400 * 12), (5, 3600)]);
+        assert_eq!(
+            c,
+            "(site_id = ? AND toUInt16(local_day) >= ? AND toUInt16(local_day) <= ?) OR \
+             (site_id = ? AND toUInt16(local_day) >= ? AND toUInt16(local_day) <= ?)"
+        );
+        assert_eq!(b, [3, 9, 13, 5, 0, 1]);
+    }
+
+    #[test]
+    fn days_are_counted_from_1970() {
+        assert_eq!(day_number(date(1970, 1, 1)), 0);
+        assert_eq!(day_number(date(2024, 3, 31)), 19_813);
+    }
+
+    #[test]
+    fn runs_break_at_gaps_and_at_a_month() {
+        let days: Vec<(jiff::civil::Date, ())> = (0..40)
+            .map(|i| (date(2024, 1, 1) + jiff::Span::new().days(i), ()))
+            .filter(|(d, _)| *d != date(2024, 1, 5))
+            .collect();
+        let runs = consecutive_runs(&days);
+        let lens: Vec<usize> = runs.iter().map(|r| r.len()).collect();
+        assert_eq!(lens, vec![4, 31, 4]);
+        assert!(consecutive_runs::<()>(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_day_is_ready_once_its_visits_are_over_and_its_last_insert_is_a_margin_old() {
+        let berlin = Zone::new("Europe/Berlin").unwrap();
+        let day = date(2024, 3, 10);
+        // It ends at 2024-03-10T23:00Z; its visits may run until 05:00Z; its last UTC
+        // day (the 10th) ends at midnight before that.
+        let end = 1_710_111_600;
+        let over = end + 6 * 3600;
+        let margin = Duration::from_secs(300);
+        assert!(!is_ready(&berlin, day, 0, margin, over + 299));
+        assert!(is_ready(&berlin, day, 0, margin, over + 300));
+        assert!(!is_ready(
+            &berlin,
+            day,
+            (over + 100) as u32,
+            margin,
+            over + 300
+        ));
+        // In a zone behind UTC, the UTC day it ends in is over later than its visits.
+        let la = Zone::new("America/Los_Angeles").unwrap();
+        let la_end = la.start_of(date(2024, 3, 11)).unwrap(); // 2024-03-11T07:00Z
+        let utc_end = 1_710_201_600; // 2024-03-12T00:00Z
+        assert!(la_end + 6 * 3600 < utc_end);
+        assert!(!is_ready(&la, day, 0, margin, utc_end + 299));
+        assert!(is_ready(&la, day, 0, margin, utc_end + 300));
+    }
+}

@@ -1,0 +1,679 @@
+//! The daily rollup: the top figures and the time series of whole local days, read from
+//! `stats_days` for the days the rollup job has computed and from `events` for the rest,
+//! with the same answers as [`EventsSource`] (docs/decisions/015-stats-rollup.md has the
+//! design and the measurements; docs/stats-api.md, "Speed", what a user sees).
+//!
+//! **Rows.** For each (site, time zone, local day) the job writes one *generation*: a
+//! marker row (kind 0) and, from [`rows`], the day's *pieces* (kind 1), one per UTC day
+//! the local day overlaps (one in UTC, two elsewhere), and the piece's recurring visitor
+//! ids (kind 2). A piece holds what adds up across pieces: pageviews and events (distinct
+//! ids; an event's copies share its second), and the visits *started* in it and *carried*
+//! into it (a visit that began earlier), each with its bounces, duration and pageviews
+//! measured over all its events. A bucket (the range, a day, a week, a month) counts the
+//! visits started in its pieces plus those carried into its first one: a visit is counted
+//! once, in every bucket it has an event in, as [`EventsSource`] counts it. (A visit that
+//! began before a bucket and skips the bucket's whole first piece — no event for hours —
+//! is not counted in that bucket: the enricher's visits end after 30 minutes without one.)
+//!
+//! **Visitors, exactly, without a set of a year's ids.** The enricher's visitor id of an
+//! event without a user id (`events.daily_visitor = 1`) is derived from the event's UTC day
+//! and never recurs on another one, so the distinct ones of a range are a sum over UTC
+//! days: each piece keeps its own count and its whole UTC day's, and a bucket takes the
+//! whole day's count when it holds all the day's pieces, else the sum of its pieces'.
+//! Every other id (a user id, an imported visitor) may recur on any day: those are kept
+//! one row per piece (as `cityHash64`) and counted with `uniqExact` over the bucket.
+//!
+//! **Fresh, and exact while it is not.** Every insert into `events` stamps its (site, UTC
+//! hour)s in `stats_touched` (a materialized view); erasure and retention stamp the hours
+//! they change. A day's generation is valid while no hour it read (its local day, six
+//! hours either side for its visits, and the whole UTC days it overlaps) was stamped at or
+//! after the generation began. A query reads the valid days before the first day of its
+//! range that is not (the *tail*) from `stats_days`, and the tail from `events`, computed
+//! by the same [`rows`] the job uses, in one statement. In steady state the tail is today,
+//! and yesterday until 6 hours after midnight.
+
+use crate::date_range::Zone;
+use crate::dimensions::{Bucket, Dimension, TimeGrain};
+use crate::error::StatsError;
+use crate::events_source::{engagement_list, EventsSource, TABLE as EVENTS};
+use crate::limits::SESSION_LOOKAROUND_SECS;
+use crate::metrics::Metric;
+use crate::planner::{Source, Spec};
+use crate::response::decode_rows;
+use crate::sql::{quote, sql, Sql, Statement};
+use crate::{SiteContext, StatsError as Error};
+use jiff::civil::Date;
+
+/// The rollup's table.
+pub const TABLE: &str = "stats_days";
+/// [`RollupSource`]'s name, as [`crate::QueryPlan::source`] gives it.
+pub const SOURCE_NAME: &str = "rollup";
+/// When each (site, UTC hour) last had events inserted (or erased, or expired).
+pub const TOUCHED_TABLE: &str = "stats_touched";
+
+/// A generation's marker: it is complete.
+pub const KIND_MARKER: u8 = 0;
+/// A piece's counts.
+pub const KIND_PIECE: u8 = 1;
+/// One recurring visitor id of a piece.
+pub const KIND_ID: u8 = 2;
+
+/// The columns of [`rows`], in the table's order after `site_id`, `time_zone`,
+/// `local_day` and `generation`.
+pub const ROW_COLUMNS: [&str; 16] = [
+    "kind",
+    "utc_day",
+    "day_pieces",
+    "pageviews",
+    "events",
+    "visits_started",
+    "visits_carried",
+    "bounces_started",
+    "bounces_carried",
+    "duration_started",
+    "duration_carried",
+    "views_started",
+    "views_carried",
+    "daily_visitors",
+    "daily_visitors_utc_day",
+    "id_hash",
+];
+
+/// The metrics the rollup answers.
+const METRICS: [Metric; 7] = [
+    Metric::Visitors,
+    Metric::Visits,
+    Metric::Pageviews,
+    Metric::Events,
+    Metric::BounceRate,
+    Metric::VisitDuration,
+    Metric::ViewsPerVisit,
+];
+
+/// The local days a computation covers, as SQL: the instants they start and end at
+/// (`DateTime`s; the end is the start of the day after the last).
+#[derive(Debug, Clone)]
+pub struct Days {
+    pub start: Sql,
+    pub end: Sql,
+}
+
+impl Days {
+    /// Local days `first..=last` of a zone, as the job computes them.
+    pub fn literal(zone: &Zone, first: Date, last: Date) -> Result<Days, StatsError> {
+        let start = zone.start_of(first)?;
+        let end = zone.start_of(next_day(last)?)?;
+        Ok(Days {
+            start: datetime(start),
+            end: datetime(end),
+        })
+    }
+}
+
+fn datetime(second: i64) -> Sql {
+    let mut s = sql("toDateTime(");
+    s.bind_uint(second.max(0) as u64).push(")");
+    s
+}
+
+fn date(d: Date) -> Sql {
+    let mut s = sql("toDate(");
+    s.bind_str(&d.to_string()).push(")");
+    s
+}
+
+fn next_day(d: Date) -> Result<Date, StatsError> {
+    d.tomorrow()
+        .map_err(|_| StatsError::SiteContext(format!("no day after {d}")))
+}
+
+/// The rows of a generation of `days` (without their marker), computed from `events`:
+/// columns `local_day` and [`ROW_COLUMNS`]. The job inserts them; a query reads its tail
+/// through them.
+pub fn rows(site_id: u32, zone: &Zone, days: &Days) -> Sql {
+    let tz = quote(zone.name());
+    let site = || {
+        let mut s = sql("site_id = ");
+        s.bind_uint(u64::from(site_id));
+        s
+    };
+    // `[from, to)` of `timestamp`, bots left out.
+    let between = |from: &Sql, to: &Sql| {
+        let mut s = site();
+        s.push(" AND timestamp >= ")
+            .append(from)
+            .push(" AND timestamp < ")
+            .append(to)
+            .push(" AND is_bot = 0");
+        s
+    };
+    let shifted = |at: &Sql, secs: i64| {
+        let mut s = sql("toDateTime(toUInt32(");
+        s.append(at).push(&format!(") + ({secs}))"));
+        s
+    };
+    // The UTC days the local days overlap, whole.
+    let utc_floor = |at: &Sql| {
+        let mut s = sql("toDateTime(intDiv(toUInt32(");
+        s.append(at).push("), 86400) * 86400)");
+        s
+    };
+    let utc_ceil = |at: &Sql| {
+        let mut s = sql("toDateTime(intDiv(toUInt32(");
+        s.append(at).push(") + 86399, 86400) * 86400)");
+        s
+    };
+    let around = SESSION_LOOKAROUND_SECS as i64;
+    let in_days = between(&days.start, &days.end);
+    let piece =
+        |at: &str| format!("toUInt64(toDate({at}, {tz})) * 65536 + toUInt64(toDate({at}, 'UTC'))");
+
+    let mut s = sql(
+        "SELECT local_day, toUInt8(1) AS kind, utc_day, u_pieces AS day_pieces, \
+         toUInt64(e_pageviews) AS pageviews, toUInt64(e_events) AS events, \
+         toUInt64(v_visits_started) AS visits_started, toUInt64(v_visits_carried) AS visits_carried, \
+         toUInt64(v_bounces_started) AS bounces_started, toUInt64(v_bounces_carried) AS bounces_carried, \
+         toUInt64(v_duration_started) AS duration_started, toUInt64(v_duration_carried) AS duration_carried, \
+         toUInt64(v_views_started) AS views_started, toUInt64(v_views_carried) AS views_carried, \
+         toUInt64(e_daily) AS daily_visitors, toUInt64(u_daily) AS daily_visitors_utc_day, \
+         toUInt64(0) AS id_hash FROM (\
+         SELECT utc_day, local_day, e_pageviews, e_events, e_daily, u_daily, u_pieces FROM (",
+    );
+    // Each piece's events and its day visitors.
+    s.push(&format!(
+        "SELECT toDate(timestamp, 'UTC') AS utc_day, toDate(timestamp, {tz}) AS local_day, \
+         uniqExactIf(event_id, type = 'pageview') AS e_pageviews, uniqExact(event_id) AS e_events, \
+         uniqExactIf(user_id, daily_visitor = 1) AS e_daily FROM {EVENTS} WHERE "
+    ))
+    .append(&in_days)
+    .push(" GROUP BY local_day, utc_day) ANY LEFT JOIN (");
+    // Each whole UTC day's day visitors, and how many local days it has events of.
+    // (`!= 0`, not `= 1`: 18.16 takes two equal expressions on the sides of a JOIN for
+    // one column.)
+    s.push(&format!(
+        "SELECT toDate(timestamp, 'UTC') AS utc_day, uniqExactIf(user_id, daily_visitor != 0) AS u_daily, \
+         toUInt8(uniqExact(toDate(timestamp, {tz}))) AS u_pieces FROM {EVENTS} WHERE "
+    ))
+    .append(&between(&utc_floor(&days.start), &utc_ceil(&days.end)))
+    .push(" GROUP BY utc_day) USING utc_day) ANY LEFT JOIN (");
+    // Each piece's visits: every visit with an event in the days, measured over all its
+    // events (read six hours beyond them), started in the piece or carried into it.
+    s.push(
+        "SELECT toDate(intDiv(piece, 65536)) AS local_day, toDate(piece % 65536) AS utc_day, \
+         countIf(first) AS v_visits_started, countIf(NOT first) AS v_visits_carried, \
+         sumIf(bounce, first) AS v_bounces_started, sumIf(bounce, NOT first) AS v_bounces_carried, \
+         sumIf(duration, first) AS v_duration_started, sumIf(duration, NOT first) AS v_duration_carried, \
+         sumIf(views, first) AS v_views_started, sumIf(views, NOT first) AS v_views_carried FROM (\
+         SELECT views, bounce, duration, arrayJoin(pieces) AS piece, piece = start_piece AS first FROM (\
+         SELECT session_id, arrayUniq(groupArrayIf(event_id, type = 'pageview')) AS views, ",
+    );
+    s.push(&format!(
+        "toUInt8(views = 1 AND countIf(type IN ({})) = 0) AS bounce, \
+         toUInt32(max(timestamp)) - toUInt32(min(timestamp)) AS duration, \
+         {} AS start_piece, groupUniqArrayIf({}, ",
+        engagement_list(),
+        piece("min(timestamp)"),
+        piece("timestamp"),
+    ))
+    .push("timestamp >= ")
+    .append(&days.start)
+    .push(" AND timestamp < ")
+    .append(&days.end)
+    .push(&format!(") AS pieces FROM {EVENTS} WHERE "))
+    .append(&between(
+        &shifted(&days.start, -around),
+        &shifted(&days.end, around),
+    ))
+    .push(" GROUP BY session_id)) GROUP BY piece) USING local_day, utc_day");
+
+    // The recurring ids. Every column named: 18.16 asks each branch of a UNION ALL for
+    // the columns by name.
+    s.push(&format!(
+        " UNION ALL SELECT toDate(timestamp, {tz}) AS local_day, toUInt8(2) AS kind, \
+         toDate(timestamp, 'UTC') AS utc_day, toUInt8(0) AS day_pieces"
+    ));
+    for c in &ROW_COLUMNS[3..15] {
+        s.push(&format!(", toUInt64(0) AS {c}"));
+    }
+    s.push(&format!(
+        ", cityHash64(user_id) AS id_hash FROM {EVENTS} WHERE "
+    ))
+    .append(&in_days)
+    .push(" AND daily_visitor = 0 GROUP BY local_day, utc_day, id_hash");
+    s
+}
+
+/// The local days whose reads an hour `hour` (a `DateTime` column) changes: those within
+/// six hours (and one) of it, and those its UTC day overlaps.
+fn days_of_hour(tz: &str) -> String {
+    format!(
+        "arrayJoin([toDate(hour - {around}, {tz}), toDate(hour + {later}, {tz}), \
+         toDate(toDateTime(intDiv(toUInt32(hour), 86400) * 86400), {tz}), \
+         toDate(toDateTime(intDiv(toUInt32(hour), 86400) * 86400 + 86399), {tz})])",
+        around = SESSION_LOOKAROUND_SECS,
+        later = SESSION_LOOKAROUND_SECS + 3599,
+    )
+}
+
+/// For the job: the days of a site's zone whose latest generation is not valid, with
+/// their last stamp: `day` (the local day, a string), `generation` (the latest, 0 for none) and
+/// `touched` (epoch seconds), oldest day first.
+pub fn stale_days(site_id: u32, zone: &Zone) -> Sql {
+    let tz = quote(zone.name());
+    let mut s = sql("SELECT toString(local_day) AS day, g AS generation, t AS touched FROM (");
+    s.push(&format!(
+        "SELECT {} AS local_day, max(toUInt32(touched_at)) AS t FROM {TOUCHED_TABLE} \
+         WHERE site_id = ",
+        days_of_hour(&tz)
+    ))
+    .bind_uint(u64::from(site_id))
+    .push(&format!(
+        " GROUP BY local_day) ANY LEFT JOIN (SELECT local_day, max(generation) AS g FROM {TABLE} \
+         WHERE site_id = "
+    ))
+    .bind_uint(u64::from(site_id))
+    .push(" AND time_zone = ")
+    .bind_str(zone.name())
+    .push(" AND kind = 0 GROUP BY local_day) USING local_day WHERE g <= t ORDER BY local_day");
+    s
+}
+
+/// What a query needs to know of the rollup of its site: the local days (of the site's
+/// zone) that have events but no valid generation, read with [`state_statement`] just
+/// before the query. A day not listed either has a valid generation or no event at all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum RollupState {
+    /// Not read: queries read `events`.
+    #[default]
+    NotLoaded,
+    /// The stale days, in order.
+    Stale(Vec<Date>),
+}
+
+impl RollupState {
+    pub fn stale(&self) -> Option<&[Date]> {
+        match self {
+            RollupState::NotLoaded => None,
+            RollupState::Stale(days) => Some(days),
+        }
+    }
+
+    /// From [`state_statement`]'s answer.
+    pub fn from_rows(statement: &Statement, body: &[u8]) -> Result<RollupState, Error> {
+        let mut days = Vec::new();
+        for row in decode_rows(statement, body)? {
+            let day = row.dimensions.first().and_then(|d| d.parse::<Date>().ok());
+            match day {
+                Some(d) => days.push(d),
+                None => {
+                    return Err(Error::RowShape {
+                        statement: statement.name,
+                        reason: format!("{:?} is not a date", row.dimensions),
+                    })
+                }
+            }
+        }
+        days.sort();
+        Ok(RollupState::Stale(days))
+    }
+}
+
+/// The statement that reads a site's [`RollupState`]: one column, `d0`, a stale day.
+pub fn state_statement(site: &SiteContext) -> Result<Statement, Error> {
+    let zone = Zone::new(&site.time_zone)?;
+    let mut s = sql("SELECT day AS d0 FROM (");
+    s.append(&stale_days(site.site_id, &zone)).push(")");
+    Ok(Statement::new(
+        "stats_rollup_state",
+        s,
+        vec!["d0".into()],
+        vec![(
+            "max_execution_time",
+            crate::limits::MAX_EXECUTION_TIME_SECS.to_string(),
+        )],
+    ))
+}
+
+/// The rollup as a [`Source`]: the metrics of [`METRICS`] over whole local days, in
+/// total or by day, week or month, with no filter. Any other spec (a comparison's range
+/// that it does not cover) is [`EventsSource`]'s.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RollupSource;
+
+impl Source for RollupSource {
+    fn name(&self) -> &'static str {
+        SOURCE_NAME
+    }
+
+    fn covers(&self, spec: &Spec) -> bool {
+        let dimensions_ok = match spec.dimensions {
+            [] => true,
+            [Dimension::Time(TimeGrain::Bucket(b))] => *b != Bucket::Hour,
+            _ => false,
+        };
+        dimensions_ok
+            && spec.rollup_stale.is_some()
+            && spec.filters.is_empty()
+            && spec.restriction.is_none()
+            && spec.range.whole_days
+            && spec.metrics.iter().all(|m| METRICS.contains(m))
+    }
+
+    fn select(&self, spec: &Spec) -> Sql {
+        if !self.covers(spec) {
+            return EventsSource.select(spec);
+        }
+        select(spec)
+    }
+}
+
+fn select(spec: &Spec) -> Sql {
+    let zone = spec.zone;
+    let range = spec.range;
+    let (first, last) = (date(range.first_date), date(range.last_date));
+    // The tail: from the first stale day of the range on.
+    let tail_day = spec
+        .rollup_stale
+        .unwrap_or_default()
+        .iter()
+        .copied()
+        .find(|d| *d >= range.first_date && *d <= range.last_date);
+    let (tail, tail_days) = match tail_day {
+        Some(d) => match Days::literal(zone, d, range.last_date) {
+            Ok(days) => (date(d), Some(days)),
+            Err(_) => return EventsSource.select(spec),
+        },
+        None => match next_day(range.last_date) {
+            Ok(d) => (date(d), None),
+            Err(_) => return EventsSource.select(spec),
+        },
+    };
+    let columns = ROW_COLUMNS.join(", ");
+    let mut stored = sql(&format!(
+        "SELECT local_day, {columns} FROM {TABLE} WHERE site_id = "
+    ));
+    stored
+        .bind_uint(u64::from(spec.site_id))
+        .push(" AND time_zone = ")
+        .bind_str(zone.name())
+        .push(" AND kind != 0 AND local_day >= ")
+        .append(&first)
+        .push(" AND local_day < ")
+        .append(&tail)
+        .push(&format!(
+            " AND (local_day, generation) IN (SELECT local_day, max(generation) FROM {TABLE} \
+             WHERE site_id = "
+        ))
+        .bind_uint(u64::from(spec.site_id))
+        .push(" AND time_zone = ")
+        .bind_str(zone.name())
+        .push(" AND kind = 0 AND local_day >= ")
+        .append(&first)
+        .push(" AND local_day <= ")
+        .append(&last)
+        .push(" GROUP BY local_day)");
+
+    let bucket = match spec.dimensions {
+        [Dimension::Time(TimeGrain::Bucket(b))] => Some(match b {
+            Bucket::Day => sql("toString(local_day)"),
+            Bucket::Week => {
+                let mut s = sql("toString(greatest(toMonday(local_day), ");
+                s.append(&first).push("))");
+                s
+            }
+            Bucket::Month | Bucket::Hour => sql("toString(toStartOfMonth(local_day))"),
+        }),
+        _ => None,
+    };
+
+    let mut inner = sql("SELECT ");
+    if let Some(b) = &bucket {
+        inner.append(b).push(" AS d0, ");
+    }
+    inner.push(
+        "utc_day, \
+         if(countIf(kind = 1) = maxIf(day_pieces, kind = 1), maxIf(daily_visitors_utc_day, kind = 1), \
+         sumIf(daily_visitors, kind = 1)) AS r_daily, groupArrayIf(id_hash, kind = 2) AS r_ids, \
+         sumIf(pageviews, kind = 1) AS r_pageviews, sumIf(events, kind = 1) AS r_events, \
+         sumIf(visits_started, kind = 1) AS r_visits, argMinIf(visits_carried, local_day, kind = 1) AS r_visits_in, \
+         sumIf(bounces_started, kind = 1) AS r_bounces, argMinIf(bounces_carried, local_day, kind = 1) AS r_bounces_in, \
+         sumIf(duration_started, kind = 1) AS r_duration, argMinIf(duration_carried, local_day, kind = 1) AS r_duration_in, \
+         sumIf(views_started, kind = 1) AS r_views, argMinIf(views_carried, local_day, kind = 1) AS r_views_in, \
+         minIf(local_day, kind = 1) AS r_first FROM (",
+    )
+    .append(&stored);
+    if let Some(days) = &tail_days {
+        inner
+            .push(" UNION ALL ")
+            .append(&rows(spec.site_id, zone, days));
+    }
+    inner.push(") GROUP BY ");
+    if bucket.is_some() {
+        inner.push("d0, ");
+    }
+    inner.push("utc_day");
+
+    // A bucket's visits: those started in it, and those carried into its first piece.
+    let with_carried = |started: &str, carried: &str| {
+        format!("(sum({started}) + argMin({carried}, (r_first, utc_day)))")
+    };
+    let visits = with_carried("r_visits", "r_visits_in");
+    let mut out = sql("SELECT ");
+    let mut columns: Vec<Sql> = Vec::new();
+    if bucket.is_some() {
+        columns.push(sql("d0"));
+    }
+    for m in spec.metrics {
+        let expr = match m {
+            Metric::Visitors => "sum(r_daily) + uniqExactArray(r_ids)".to_string(),
+            Metric::Visits => visits.clone(),
+            Metric::Pageviews => "sum(r_pageviews)".into(),
+            Metric::Events => "sum(r_events)".into(),
+            Metric::BounceRate => format!(
+                "100 * {} / greatest({visits}, 1)",
+                with_carried("r_bounces", "r_bounces_in")
+            ),
+            Metric::VisitDuration => format!(
+                "{} / greatest({visits}, 1)",
+                with_carried("r_duration", "r_duration_in")
+            ),
+            Metric::ViewsPerVisit => format!(
+                "{} / greatest({visits}, 1)",
+                with_carried("r_views", "r_views_in")
+            ),
+            // Not covered.
+            other => unreachable!("the rollup does not answer {}", other.name()),
+        };
+        columns.push(sql(&format!("{expr} AS {}", m.name())));
+    }
+    out.join(&columns, ", ")
+        .push(" FROM (")
+        .append(&inner)
+        .push(")");
+    if bucket.is_some() {
+        out.push(" GROUP BY d0");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{request, NOW};
+    use crate::{FirstEvent, Planner, SiteContext};
+    use serde_json::{json, Value};
+    use std::sync::Arc;
+
+    fn plan_with_rollup(fields: Value, tz: &str) -> crate::QueryPlan {
+        let site = SiteContext {
+            site_id: 1,
+            time_zone: tz.into(),
+            first_event: FirstEvent::At(1_704_067_200),
+            rollup: RollupState::Stale(Vec::new()),
+        };
+        Planner::default()
+            .with_source(Arc::new(RollupSource))
+            .plan(&request(fields), &site, NOW)
+            .expect("a plan")
+    }
+
+    const OVERVIEW: [&str; 6] = [
+        "visitors",
+        "visits",
+        "pageviews",
+        "views_per_visit",
+        "bounce_rate",
+        "visit_duration",
+    ];
+
+    #[test]
+    fn the_overview_and_day_week_month_series_are_the_rollups() {
+        for dims in [
+            json!([]),
+            json!(["time:day"]),
+            json!(["time:week"]),
+            json!(["time:month"]),
+        ] {
+            let p = plan_with_rollup(
+                json!({"metrics": OVERVIEW, "dimensions": dims}),
+                "Europe/Berlin",
+            );
+            assert_eq!(p.source(), "rollup", "{dims}");
+        }
+    }
+
+    #[test]
+    fn filters_hours_other_dimensions_metrics_and_instants_are_the_events() {
+        for fields in [
+            json!({"filters": [["is", "visit:country", ["DE"]]]}),
+            json!({"dimensions": ["time:hour"]}),
+            json!({"dimensions": ["visit:source"]}),
+            json!({"metrics": ["percentage"], "dimensions": ["time:day"]}),
+            json!({"metrics": ["users"]}),
+            json!({"date_range": ["2024-03-01T10:00:00+01:00", "2024-03-02T10:00:00+01:00"]}),
+        ] {
+            let p = plan_with_rollup(fields.clone(), "Europe/Berlin");
+            assert_eq!(p.source(), "events", "{fields}");
+        }
+    }
+
+    #[test]
+    fn without_the_state_loaded_every_query_reads_the_events() {
+        let site = SiteContext::utc(1);
+        let planner = Planner::default().with_source(Arc::new(RollupSource));
+        let req = request(json!({"metrics": OVERVIEW}));
+        assert!(planner.needs_rollup_state(&req, &site, NOW));
+        assert_eq!(planner.plan(&req, &site, NOW).unwrap().source(), "events");
+        let filtered = request(json!({"filters": [["is", "visit:country", ["DE"]]]}));
+        assert!(!planner.needs_rollup_state(&filtered, &site, NOW));
+    }
+
+    #[test]
+    fn the_tail_starts_at_the_first_stale_day_of_the_range() {
+        let site = SiteContext {
+            rollup: RollupState::Stale(vec![
+                "2024-02-10".parse().unwrap(),
+                "2024-03-20".parse().unwrap(),
+                "2024-03-21".parse().unwrap(),
+            ]),
+            ..SiteContext::utc(1)
+        };
+        let planner = Planner::default().with_source(Arc::new(RollupSource));
+        let p = planner
+            .plan(&request(json!({"metrics": OVERVIEW})), &site, NOW)
+            .unwrap();
+        let sql = p.main().inline();
+        assert!(sql.contains("local_day < toDate('2024-03-20')"), "{sql}");
+        // 2024-03-20T00:00Z to 2024-04-01T00:00Z.
+        assert!(
+            sql.contains(
+                "timestamp >= toDateTime(1710892800) AND timestamp < toDateTime(1711929600)"
+            ),
+            "{sql}"
+        );
+        let fresh = SiteContext {
+            rollup: RollupState::Stale(vec!["2024-04-02".parse().unwrap()]),
+            ..SiteContext::utc(1)
+        };
+        let p = planner
+            .plan(&request(json!({"metrics": OVERVIEW})), &fresh, NOW)
+            .unwrap();
+        let sql = p.main().inline();
+        assert!(sql.contains("local_day < toDate('2024-04-01')"), "{sql}");
+        assert!(!sql.contains("FROM events"), "no tail: {sql}");
+    }
+
+    #[test]
+    fn a_comparison_the_rollup_cannot_cover_reads_the_events() {
+        let p = plan_with_rollup(
+            json!({"metrics": ["visitors"], "include": {"comparisons": {"mode": "previous_period"}}}),
+            "UTC",
+        );
+        let c = p.comparison(&[]).expect("a comparison");
+        assert!(c.inline().contains(TABLE), "{}", c.inline());
+    }
+
+    /// `RIVULET_ROLLUP_SQL=dir cargo test -p rivulet-stats rollup::tests::write_sql`
+    /// writes the statements of a few requests for a site and zone, inline, to try them
+    /// by hand (`RIVULET_ROLLUP_SITE`, `RIVULET_ROLLUP_TZ`, `RIVULET_ROLLUP_RANGE`).
+    #[test]
+    fn write_sql() {
+        let Ok(dir) = std::env::var("RIVULET_ROLLUP_SQL") else {
+            return;
+        };
+        let site_id: u32 = std::env::var("RIVULET_ROLLUP_SITE")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1);
+        let tz = std::env::var("RIVULET_ROLLUP_TZ").unwrap_or_else(|_| "UTC".into());
+        let range: Value = std::env::var("RIVULET_ROLLUP_RANGE")
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(json!(["2024-03-01", "2024-03-31"]));
+        let stale: Vec<Date> = std::env::var("RIVULET_ROLLUP_STALE")
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|d| d.parse().ok())
+            .collect();
+        let site = SiteContext {
+            site_id,
+            time_zone: tz,
+            first_event: FirstEvent::At(1_704_067_200),
+            rollup: RollupState::Stale(stale),
+        };
+        for (name, dims) in [
+            ("overview", json!([])),
+            ("days", json!(["time:day"])),
+            ("weeks", json!(["time:week"])),
+            ("months", json!(["time:month"])),
+        ] {
+            for (source, planner) in [
+                (
+                    "rollup",
+                    Planner::default().with_source(Arc::new(RollupSource)),
+                ),
+                ("events", Planner::default()),
+            ] {
+                let req = request(
+                    json!({"site_id": site_id, "metrics": OVERVIEW, "dimensions": dims, "date_range": range}),
+                );
+                let p = planner.plan(&req, &site, NOW).expect("a plan");
+                std::fs::write(format!("{dir}/{name}.{source}.sql"), p.main().inline())
+                    .expect("written");
+            }
+        }
+        let zone = Zone::new(&site.time_zone).expect("a zone");
+        std::fs::write(
+            format!("{dir}/stale.sql"),
+            stale_days(site_id, &zone).inline(),
+        )
+        .expect("written");
+        let day = |v: &Value| -> Date { v.as_str().and_then(|s| s.parse().ok()).expect("a date") };
+        let days = Days::literal(&zone, day(&range[0]), day(&range[1])).expect("days");
+        std::fs::write(
+            format!("{dir}/rows.sql"),
+            rows(site_id, &zone, &days).inline(),
+        )
+        .expect("written");
+    }
+}
