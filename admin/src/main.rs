@@ -489,6 +489,7 @@ async fn rollup(ops: &Ops, site_id: Option<u32>, margin_secs: u64) -> Result<Val
         "days_computed": run.days,
         "rows_written": run.rows,
         "days_waiting": run.waiting,
+        "waited_for_mutations": run.mutations_under_way,
         "seconds": (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
     }))
 }

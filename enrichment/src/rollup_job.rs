@@ -91,6 +91,8 @@ pub struct RollupRun {
     /// Days stale but not yet ready (an insert within the margin, or visits that may
     /// still grow).
     pub waiting: u64,
+    /// Nothing was computed: a mutation of `events` was under way.
+    pub mutations_under_way: bool,
 }
 
 pub struct RollupJob {
@@ -187,6 +189,7 @@ impl RollupJob {
         let mut total = RollupRun::default();
         if events_mutations_unfinished(&self.nodes).await? {
             tracing::debug!("rollup: a mutation of events is under way; waiting");
+            total.mutations_under_way = true;
             return Ok(total);
         }
         let mut budget = self.max_days.unwrap_or(usize::MAX);

@@ -442,12 +442,6 @@ impl Writer<'_> {
         let src = &SOURCES[source];
         self.visits += 1;
         let session = format!("{:016x}{:016x}", self.ids.next_u64(), self.visits);
-        let visitor = self.visitor_id(profile, start);
-        let (user_id, anonymous_id) = match p.who {
-            Who::User(u, a) => (u.to_string(), a),
-            Who::Anonymous(a) => (visitor, a),
-            Who::Bot => (visitor, ""),
-        };
         let mut ts = start;
         let mut previous = "";
         for (i, step) in steps.iter().enumerate() {
@@ -470,6 +464,13 @@ impl Writer<'_> {
             } else {
                 p.country
             };
+            // As the enricher sets them: a visitor id of the event's own UTC day when
+            // no user id was sent.
+            let (user_id, anonymous_id, daily_visitor) = match p.who {
+                Who::User(u, a) => (u.to_string(), a, 0),
+                Who::Anonymous(a) => (self.visitor_id(profile, ts), a, 1),
+                Who::Bot => (self.visitor_id(profile, ts), "", 1),
+            };
             let event_id = self.event_id();
             self.rows.push(EventRow {
                 event_id,
@@ -484,8 +485,9 @@ impl Writer<'_> {
                 querystring: querystring.into(),
                 referrer,
                 channel: channel.into(),
-                user_id: user_id.clone(),
+                user_id,
                 session_id: session.clone(),
+                daily_visitor,
                 screen_width: p.screen,
                 screen_height: p.screen / 2,
                 country: country.into(),
@@ -2442,6 +2444,88 @@ pub fn all_queries(site_id: u32) -> Vec<Named> {
         vital_queries(site_id),
     ]
     .concat()
+}
+
+/// `rivulet-admin rollup --site <site> --margin-secs 0`, again while a mutation of
+/// `events` (another test's erasure) keeps it waiting: its report.
+pub async fn compute_rollup(site_id: u32) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let run = crate::data::run_admin_async(
+            &[
+                "rollup",
+                "--site",
+                &site_id.to_string(),
+                "--margin-secs",
+                "0",
+            ],
+            &[],
+        )
+        .await
+        .json();
+        if run["waited_for_mutations"] != true {
+            return run;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(300),
+            "the rollup waited for mutations for 5 minutes: {run}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+/// Rows of the site's rollup (`stats_days`) that meet `condition`.
+pub async fn rollup_rows(db: &Db, site_id: u32, condition: &str) -> u64 {
+    db.client
+        .query(&format!(
+            "SELECT count() FROM stats_days WHERE site_id = ? AND ({condition})"
+        ))
+        .bind(site_id)
+        .fetch_one()
+        .await
+        .expect("count the rollup's rows")
+}
+
+/// What the daily rollup answers (docs/stats-api.md, "Speed"): the totals and the day,
+/// week and month series of whole days, with comparisons, over the main range, the DST
+/// day, and a range from the year before to after the data.
+pub fn rollup_queries(site_id: u32) -> Vec<Named> {
+    let metrics = OVERVIEW_BUT_USERS;
+    let mut out = Vec::new();
+    let ranges = [
+        ("the main range", json!(MAIN_RANGE)),
+        ("the DST day", json!([DST_DAY, DST_DAY])),
+        ("2024 to 2025", json!(["2024-10-01", "2025-11-30"])),
+    ];
+    for (name, range) in ranges {
+        for dims in [
+            json!([]),
+            json!(["time:day"]),
+            json!(["time:week"]),
+            json!(["time:month"]),
+        ] {
+            out.push((
+                format!("rollup: {name} by {dims}"),
+                query(
+                    site_id,
+                    json!({"metrics": metrics, "date_range": range, "dimensions": dims}),
+                ),
+            ));
+        }
+    }
+    for mode in ["previous_period", "year_over_year"] {
+        for dims in [json!([]), json!(["time:day"])] {
+            out.push((
+                format!("rollup: {mode} by {dims}"),
+                query(
+                    site_id,
+                    json!({"metrics": metrics, "dimensions": dims,
+                           "include": {"comparisons": {"mode": mode}}}),
+                ),
+            ));
+        }
+    }
+    out
 }
 
 /// A few of the matrix's queries, for the cluster: the totals, a visit dimension, a

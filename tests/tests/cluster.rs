@@ -178,6 +178,9 @@ async fn the_schema_is_distributed_over_replicated_tables_and_the_registry_is_ev
             "events_local\tReplicatedReplacingMergeTree",
             "schema_migrations\tReplicatedReplacingMergeTree",
             "sites\tReplicatedReplacingMergeTree",
+            "stats_days\tReplicatedReplacingMergeTree",
+            "stats_touched\tReplicatedReplacingMergeTree",
+            "stats_touched_mv\tMaterializedView",
         ] {
             assert!(
                 engines.lines().any(|l| l == want),
@@ -403,11 +406,42 @@ async fn the_stats_api_answers_on_the_cluster_as_computed_from_the_events_writte
         &[("STATS_RATE_LIMIT_PER_MINUTE", "0")],
     )
     .await;
-    let queries = rivulet_tests::stats::cluster_queries(site_id);
+    let queries = [
+        rivulet_tests::stats::cluster_queries(site_id),
+        rivulet_tests::stats::rollup_queries(site_id)[..4].to_vec(),
+    ]
+    .concat();
     let failures = rivulet_tests::stats::mismatches(&admin.url, &key, &ds, &queries).await;
     assert!(
         failures.is_empty(),
         "{} of {} queries differ on the cluster:\n\n{}",
+        failures.len(),
+        queries.len(),
+        failures.join("\n\n")
+    );
+    // The daily rollup, computed through one server, is on every server (replicated
+    // like the registry), and answers the same.
+    let run = rivulet_tests::stats::compute_rollup(site_id).await;
+    assert!(run["days_computed"].as_u64().unwrap() > 0, "{run}");
+    let markers = run["days_computed"].to_string();
+    let sql = format!("SELECT count() FROM stats_days WHERE site_id = {site_id} AND kind = 0");
+    for (name, url) in nodes() {
+        Pace::within(Duration::from_secs(30))
+            .every(Duration::from_millis(200))
+            .poll_until(&format!("{name} has every day's marker"), || async {
+                let n = on_node(&url, &sql).await;
+                if n.trim() == markers {
+                    Ok(())
+                } else {
+                    Err(n)
+                }
+            })
+            .await;
+    }
+    let failures = rivulet_tests::stats::mismatches(&admin.url, &key, &ds, &queries).await;
+    assert!(
+        failures.is_empty(),
+        "{} of {} queries differ on the cluster with the rollup:\n\n{}",
         failures.len(),
         queries.len(),
         failures.join("\n\n")

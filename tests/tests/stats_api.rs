@@ -13,7 +13,10 @@
 //! - the default and asked-for orders, pages that neither overlap nor skip, total_rows;
 //! - events sent through rivulet-ingest and the enricher (a Kafka topic of their own)
 //!   show up in the answers;
-//! - an erased person (`rivulet-admin erase --wait`) is gone from every figure;
+//! - the daily rollup (`stats_days`) answers as the events do: before it is computed,
+//!   after, and with a day in the middle stamped stale (read from `events` from there);
+//! - an erased person (`rivulet-admin erase --wait`) is gone from every figure, and from
+//!   the rollup's rows;
 //! - the errors and the auth: 401 without a key, 403 for a key without `stats:read` or
 //!   for another site, 400 naming the field, 429 with Retry-After past the per-key limit.
 
@@ -607,6 +610,83 @@ async fn events_sent_through_ingest_and_the_enricher_show_up_in_the_answers() {
 }
 
 #[tokio::test]
+async fn the_daily_rollup_answers_as_the_events_do_before_and_after_it_is_computed() {
+    // A site of its own: its rollup is computed here, and stamped stale.
+    let (site, _) = site_with_key().await;
+    let key = stats::prepare_site(site).await;
+    let ds = stats::generate(site, SEED + 1, 80, 16);
+    let db = db().await;
+    stats::load(&db, &ds).await;
+    let queries = stats::rollup_queries(site);
+    // Nothing computed: every day is read from `events`, in the rollup's shape.
+    check(&ds, &key, &queries).await;
+
+    let run = stats::compute_rollup(site).await;
+    assert!(
+        run["days_computed"].as_u64().unwrap() >= 40,
+        "the dataset's days (2024 and 2025) are computed: {run}"
+    );
+    assert_eq!(run["days_waiting"], 0, "{run}");
+    assert!(stats::rollup_rows(&db, site, "kind = 1").await > 0);
+    assert!(
+        stats::rollup_rows(&db, site, "kind = 2").await > 0,
+        "the users' ids recur from day to day: kept as ids"
+    );
+    check(&ds, &key, &queries).await;
+
+    // The answers are the rollup's: a forged newer generation of a day is what the API
+    // answers for it, until an hour of the day is stamped after it.
+    let now = u64::try_from(rivulet_common::epoch::now_ms() / 1000).unwrap();
+    db.client
+        .query(
+            "INSERT INTO stats_days (site_id, time_zone, local_day, generation, kind, utc_day, pageviews) \
+             VALUES (?, 'Europe/Berlin', toDate('2025-10-22'), ?, 0, toDate('2025-10-22'), 0), \
+             (?, 'Europe/Berlin', toDate('2025-10-22'), ?, 1, toDate('2025-10-22'), 1000000)",
+        )
+        .bind(site)
+        .bind(now + 100)
+        .bind(site)
+        .bind(now + 100)
+        .execute()
+        .await
+        .expect("forge a generation");
+    let day = json!({"site_id": site, "metrics": ["pageviews"], "date_range": ["2025-10-22", "2025-10-22"]});
+    let answer = |v: Value| v["results"][0]["metrics"][0].clone();
+    let f = fx().await;
+    let (_, _, forged) = stats::ask(&f.admin.url, Some(&key), &day).await;
+    assert_eq!(answer(forged), 1_000_000);
+    db.client
+        .query("INSERT INTO stats_touched (site_id, hour, touched_at) VALUES (?, toDateTime(?), toDateTime(?))")
+        .bind(site)
+        .bind(stats::at("2025-10-22T10:00:00Z"))
+        .bind(now + 200)
+        .execute()
+        .await
+        .expect("stamp an hour");
+    let (_, _, exact) = stats::ask(&f.admin.url, Some(&key), &day).await;
+    assert_eq!(answer(exact), answer(ds.expected(&day)));
+
+    // A late insert stamps an hour of the DST day: that day and those after it in a
+    // range are read from `events` until computed again.
+    db.client
+        .query("INSERT INTO stats_touched (site_id, hour, touched_at) VALUES (?, toDateTime(?), now())")
+        .bind(site)
+        .bind(stats::at("2025-10-26T11:00:00Z"))
+        .execute()
+        .await
+        .expect("stamp an hour");
+    check(&ds, &key, &queries).await;
+    // (The forged day's stamp is in the future: it waits; the DST day's days do not.)
+    let again = stats::compute_rollup(site).await;
+    let days = again["days_computed"].as_u64().unwrap();
+    assert!(
+        (1..=3).contains(&days),
+        "the days that read the hour are computed again: {again}"
+    );
+    check(&ds, &key, &queries).await;
+}
+
+#[tokio::test]
 async fn an_erased_person_disappears_from_every_figure() {
     let _pipeline = pipeline().await;
     // A site of its own: the other tests read theirs meanwhile.
@@ -614,8 +694,13 @@ async fn an_erased_person_disappears_from_every_figure() {
     let key = stats::prepare_site(site).await;
     let ds = stats::generate(site, SEED, 120, 24);
     stats::load(&db().await, &ds).await;
-    let queries = stats::all_queries(site);
+    let queries = [stats::all_queries(site), stats::rollup_queries(site)].concat();
     check(&ds, &key, &queries[..1]).await;
+    // The rollup holds the person too: their user id, hashed, on the days they came.
+    stats::compute_rollup(site).await;
+    let db = db().await;
+    let their_rows = format!("id_hash = cityHash64('{ERASED_USER}')");
+    assert!(stats::rollup_rows(&db, site, &their_rows).await > 0);
 
     let erased = ds.events_of_person(ERASED_USER);
     assert!(erased > 20, "the person has {erased} events");
@@ -643,5 +728,14 @@ async fn an_erased_person_disappears_from_every_figure() {
     let before_users = rows(&ds.expected(&queries[0].1))[0]["metrics"][7].clone();
     let after_users = rows(&after.expected(&queries[0].1))[0]["metrics"][7].clone();
     assert_eq!((before_users, after_users), (json!(3), json!(2)));
+    assert_eq!(
+        stats::rollup_rows(&db, site, &their_rows).await,
+        0,
+        "the rollup's rows of the person's days went with their events"
+    );
+    check(&after, &key, &queries).await;
+    // Computed again without them.
+    stats::compute_rollup(site).await;
+    assert_eq!(stats::rollup_rows(&db, site, &their_rows).await, 0);
     check(&after, &key, &queries).await;
 }
