@@ -118,7 +118,8 @@ enum Command {
         #[arg(long = "site")]
         site_id: Option<u32>,
         /// How long the hours a day reads must have had no insert (an insert still
-        /// under way would be missed). 0 when nothing is being written.
+        /// under way would be missed). 0 when nothing is being written (an hour
+        /// written this very second still waits for the next).
         #[arg(long, default_value_t = 300)]
         margin_secs: u64,
     },

@@ -3,7 +3,8 @@
 
     bench_query.py generate   a site's year of events into BENCH_QUERY_DB (generate.sql),
                               unless the database already holds this generator's events
-    bench_query.py measure    the suite: each question asked of the Stats API (SUITE, through
+    bench_query.py measure    the daily rollup computed (`rivulet-admin rollup`, timed), then
+                              the suite: each question asked of the Stats API (SUITE, through
                               `rivulet-admin serve` on this database) and as the baseline's
                               straight scan of `events` (suite.sql), each cold once and warm
                               BENCH_QUERY_RUNS times, the two alternating; then the
@@ -303,11 +304,31 @@ def dashboard_first_paint(ch, token):
     return r
 
 
-def disk(ch):
-    """The events table's bytes on disk (active parts) and its rows."""
+def disk(ch, tables=("events",)):
+    """The tables' bytes on disk (active parts) and their rows."""
+    names = ", ".join(f"'{t}'" for t in tables)
     row = ch.value(f"SELECT sum(bytes), sum(rows) FROM system.parts WHERE database = '{DB}' "
-                   "AND table = 'events' AND active").split()
+                   f"AND table IN ({names}) AND active").split()
     return int(row[0]), int(row[1])
+
+
+def rollup(ch):
+    """The daily rollup of every day of the site (`rivulet-admin rollup`, as after an
+    import: nothing else writes here), timed from nothing: what an earlier run computed
+    is deleted first."""
+    ch.query(f"ALTER TABLE {DB}.stats_days DELETE WHERE site_id = {SITE}")
+    while int(ch.value(f"SELECT count() FROM system.mutations WHERE database = '{DB}' AND NOT is_done")):
+        time.sleep(0.2)
+    t0 = time.time()
+    run = json.loads(admin("rollup", "--site", str(SITE), "--margin-secs", "0"))
+    # The days whose last insert was this very second wait for the next one.
+    time.sleep(1.5)
+    again = json.loads(admin("rollup", "--site", str(SITE), "--margin-secs", "0"))
+    run["days_computed"] += again["days_computed"]
+    run["rows_written"] += again["rows_written"]
+    run["seconds"] = round(time.time() - t0 - 1.5, 1)
+    log(f"rollup: {run['days_computed']} days computed, {run['rows_written']:,} rows, {run['seconds']} s")
+    return run
 
 
 def measure(ch):
@@ -315,6 +336,7 @@ def measure(ch):
     missing = sorted(set(SUITE) ^ set(base))
     if missing:
         sys.exit(f"suite.sql and SUITE name different queries: {missing}")
+    computed = rollup(ch)
     key = stats_key()
     server, token = serve()
     out, page_cache = [], None
@@ -351,10 +373,15 @@ def measure(ch):
         server.terminate()
         server.wait()
     size, rows = disk(ch)
+    rollup_size, rollup_rows = disk(ch, ("stats_days", "stats_touched"))
     return {
         "events": rows,
         "database": DB,
         "disk_bytes_per_million_events": round(size / max(rows, 1) * 1e6),
+        # What the read side adds: the rollup and its stamps.
+        "rollup_disk_bytes_per_million_events": round(rollup_size / max(rows, 1) * 1e6),
+        "rollup_rows": rollup_rows,
+        "rollup": computed,
         "warm_runs": RUNS,
         "page_cache_dropped_for_cold_runs": page_cache,
         "queries": out,

@@ -18,7 +18,7 @@
 --     'user-N', stable across days, with a device `anonymous_id`; everyone else has the
 --     enricher's kind of visitor id, 32 hex characters that change every UTC day
 --     (md5(seed, person, day)), so a returning anonymous visitor has a new id each day
---     and may have several sessions in one day;
+--     and may have several sessions in one day; those are `daily_visitor = 1`;
 --   * an anonymous visitor's session never crosses UTC midnight (the id changes there,
 --     and so would the session); an identified user's may;
 --   * a session has 1-20 events (48 % one), 10 s to 10 min apart (5 % in the same second
@@ -39,7 +39,7 @@ INSERT INTO ${DB}.events (event_id, site_id, timestamp, received_at, type, event
     hostname, pathname, querystring, page_title, referrer, channel, user_id, session_id, language,
     screen_width, screen_height, country, region, city, lat, lon, browser, browser_version,
     operating_system, operating_system_version, device_type, is_bot, ip, anonymous_id, tag,
-    app_version, device_model, feature_flags)
+    app_version, device_model, feature_flags, daily_visitor)
 SELECT
     toUUID(concat(substring(eh, 1, 8), '-', substring(eh, 9, 4), '-4', substring(eh, 14, 3), '-a',
         substring(eh, 18, 3), '-', substring(eh, 21, 12))) AS event_id,
@@ -95,7 +95,9 @@ SELECT
     '' AS tag,
     '' AS app_version,
     '' AS device_model,
-    '' AS feature_flags
+    '' AS feature_flags,
+    -- As the enricher marks its visitor ids (anyone but an identified user here).
+    toUInt8(user_id NOT LIKE 'user-%') AS daily_visitor
 FROM
 (
     SELECT

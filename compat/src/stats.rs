@@ -372,6 +372,7 @@ pub fn statements(now: u32) -> Result<Vec<Value>, String> {
             out.push(statement_json(&case, &st)?);
         }
     }
+    out.extend(rollup_statements(now)?);
     // The statement `date_range: "all"` needs first (`Request::needs_first_event`).
     for (site_id, time_zone) in [(1, "UTC"), (2, "Europe/Berlin")] {
         let case = StatsCase {
@@ -383,6 +384,136 @@ pub fn statements(now: u32) -> Result<Vec<Value>, String> {
         };
         let mut st = statement_json(&case, &rivulet_stats::first_event_statement(site_id))?;
         st["name"] = json!(format!("first_event stats_first_event (site {site_id})"));
+        out.push(st);
+    }
+    Ok(out)
+}
+
+/// The daily rollup's statements (`stats/src/rollup.rs`), for both sites: the stale days
+/// a query reads first; the totals and series planned with every day stale (all read
+/// from `events` through the rollup's own SQL) and with none (all read from
+/// `stats_days`); and what the job computes for the days.
+fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
+    use rivulet_stats::rollup::{self, Days, RollupSource, RollupState};
+    let mut out = Vec::new();
+    let planner = rivulet_stats::Planner::default().with_source(std::sync::Arc::new(RollupSource));
+    for (site_id, time_zone) in [(1u32, "UTC"), (2, "Europe/Berlin")] {
+        let range = days(now, time_zone);
+        let dates: Vec<jiff::civil::Date> = {
+            let first: jiff::civil::Date = range[0]
+                .as_str()
+                .unwrap_or_default()
+                .parse()
+                .map_err(|e| format!("{e}"))?;
+            (0..4).map(|i| first + jiff::Span::new().days(i)).collect()
+        };
+        let metrics = json!([
+            "visitors",
+            "visits",
+            "pageviews",
+            "views_per_visit",
+            "bounce_rate",
+            "visit_duration",
+            "events"
+        ]);
+        // Every day stale; or only the last (the others read from `stats_days`, which
+        // this dataset leaves empty: the statement's shape is what is checked there).
+        for (label, stale) in [
+            ("stale", dates.clone()),
+            ("last day stale", dates[3..].to_vec()),
+        ] {
+            for (name, extra) in [
+                ("totals", json!({})),
+                ("by day", json!({"dimensions": ["time:day"]})),
+                (
+                    "by week, previous period",
+                    json!({"dimensions": ["time:week"], "include": {"comparisons": {"mode": "previous_period"}}}),
+                ),
+                ("by month", json!({"dimensions": ["time:month"]})),
+            ] {
+                let mut request =
+                    json!({"site_id": site_id, "metrics": metrics, "date_range": range});
+                request
+                    .as_object_mut()
+                    .unwrap()
+                    .extend(extra.as_object().unwrap().clone());
+                let case = StatsCase {
+                    name: "rollup",
+                    site_id,
+                    time_zone,
+                    request: request.clone(),
+                    comparison_rows: Vec::new(),
+                };
+                let site = SiteContext {
+                    site_id,
+                    time_zone: time_zone.into(),
+                    first_event: FirstEvent::NotLoaded,
+                    rollup: RollupState::Stale(stale.clone()),
+                };
+                let req =
+                    Request::from_value(request).map_err(|e| format!("rollup {name}: {e}"))?;
+                let plan = planner
+                    .plan(&req, &site, i64::from(now))
+                    .map_err(|e| format!("rollup {name}: {e}"))?;
+                if plan.source() != rollup::SOURCE_NAME {
+                    return Err(format!("rollup {name}: planned on {}", plan.source()));
+                }
+                let mut st = statement_json(&case, plan.main())?;
+                st["name"] = json!(format!("rollup {label} {name} (site {site_id})"));
+                out.push(st);
+                if let Some(c) = plan.comparison(&[]) {
+                    let mut st = statement_json(&case, &c)?;
+                    st["name"] =
+                        json!(format!("rollup {label} {name} comparison (site {site_id})"));
+                    out.push(st);
+                }
+            }
+        }
+        let case = StatsCase {
+            name: "rollup",
+            site_id,
+            time_zone,
+            request: json!({"site_id": site_id}),
+            comparison_rows: Vec::new(),
+        };
+        let site = SiteContext {
+            site_id,
+            time_zone: time_zone.into(),
+            first_event: FirstEvent::NotLoaded,
+            rollup: RollupState::NotLoaded,
+        };
+        let state = rollup::state_statement(&site).map_err(|e| e.to_string())?;
+        let mut st = statement_json(&case, &state)?;
+        st["name"] = json!(format!("rollup state (site {site_id})"));
+        out.push(st);
+        let zone = rivulet_stats::date_range::Zone::new(time_zone).map_err(|e| e.to_string())?;
+        let span = Days::literal(&zone, dates[0], dates[3]).map_err(|e| e.to_string())?;
+        // Dates and the hash as the dimensions the check compares as text, the counts as
+        // its numbers.
+        let counts = &rollup::ROW_COLUMNS[2..15];
+        let mut rows = rivulet_stats::sql::sql(
+            "SELECT toString(local_day) AS d0, toString(utc_day) AS d1, toString(kind) AS d2, \
+             toString(id_hash) AS d3",
+        );
+        for c in counts {
+            rows.push(&format!(", {c}"));
+        }
+        rows.push(" FROM (")
+            .append(&rollup::rows(site_id, &zone, &span))
+            .push(")");
+        let job = Statement {
+            name: "stats_rollup_rows",
+            sql: rows.text().to_string(),
+            binds: rows.binds().to_vec(),
+            settings: Vec::new(),
+            columns: ["d0", "d1", "d2", "d3"]
+                .iter()
+                .map(|c| c.to_string())
+                .chain(counts.iter().map(|c| c.to_string()))
+                .collect(),
+        };
+        let mut st = statement_json(&case, &job)?;
+        st["name"] = json!(format!("rollup job rows (site {site_id})"));
         out.push(st);
     }
     Ok(out)

@@ -318,7 +318,8 @@ impl Lifecycle {
                 self.mutate(ROLLUP_TABLE, &rollup_days, &rollup_binds)
                     .await?;
             }
-            metrics::counter!("enricher_erasure_mutations_total").increment(3);
+            metrics::counter!("enricher_erasure_mutations_total")
+                .increment(3 + u64::from(!hours.is_empty()));
             if !self.mutations_finished().await? {
                 break Err(format!(
                     "the mutations did not finish within {} s",

@@ -362,7 +362,9 @@ pub fn is_ready(
     margin: Duration,
     now: i64,
 ) -> bool {
-    let margin = margin.as_secs() as i64;
+    // At least a second: a generation is the second its computation began, and it is
+    // valid only for stamps before it.
+    let margin = (margin.as_secs() as i64).max(1);
     let Ok(end) = day
         .tomorrow()
         .map_err(|_| ())

@@ -1,7 +1,7 @@
 //! The daily rollup: the top figures and the time series of whole local days, read from
 //! `stats_days` for the days the rollup job has computed and from `events` for the rest,
 //! with the same answers as [`EventsSource`] (docs/decisions/015-stats-rollup.md has the
-//! design and the measurements; docs/stats-api.md, "Speed", what a user sees).
+//! design and the measurements; docs/stats-api.md, "The daily rollup", what a user sees).
 //!
 //! **Rows.** For each (site, time zone, local day) the job writes one *generation*: a
 //! marker row (kind 0) and, from [`rows`], the day's *pieces* (kind 1), one per UTC day
@@ -27,21 +27,21 @@
 //! hour)s in `stats_touched` (a materialized view); erasure and retention stamp the hours
 //! they change. A day's generation is valid while no hour it read (its local day, six
 //! hours either side for its visits, and the whole UTC days it overlaps) was stamped at or
-//! after the generation began. A query reads the valid days before the first day of its
-//! range that is not (the *tail*) from `stats_days`, and the tail from `events`, computed
-//! by the same [`rows`] the job uses, in one statement. In steady state the tail is today,
-//! and yesterday until 6 hours after midnight.
+//! after the generation began. Before a query, the server reads the site's stale days
+//! ([`state_statement`] into [`RollupState`]); the query reads the range's days before
+//! the first stale one from `stats_days`, and the rest (the *tail*) from `events`,
+//! computed by the same [`rows`] the job uses, in one statement. In steady state the tail
+//! is today, and yesterday until 6 hours after midnight.
 
 use crate::date_range::Zone;
 use crate::dimensions::{Bucket, Dimension, TimeGrain};
-use crate::error::StatsError;
 use crate::events_source::{engagement_list, EventsSource, TABLE as EVENTS};
 use crate::limits::SESSION_LOOKAROUND_SECS;
 use crate::metrics::Metric;
 use crate::planner::{Source, Spec};
 use crate::response::decode_rows;
 use crate::sql::{quote, sql, Sql, Statement};
-use crate::{SiteContext, StatsError as Error};
+use crate::{SiteContext, StatsError};
 use jiff::civil::Date;
 
 /// The rollup's table.
@@ -186,7 +186,7 @@ pub fn rows(site_id: u32, zone: &Zone, days: &Days) -> Sql {
          uniqExactIf(user_id, daily_visitor = 1) AS e_daily FROM {EVENTS} WHERE "
     ))
     .append(&in_days)
-    .push(" GROUP BY local_day, utc_day) ANY LEFT JOIN (");
+    .push(" GROUP BY local_day, utc_day) AS piece_events ANY LEFT JOIN (");
     // Each whole UTC day's day visitors, and how many local days it has events of.
     // (`!= 0`, not `= 1`: 18.16 takes two equal expressions on the sides of a JOIN for
     // one column.)
@@ -195,7 +195,7 @@ pub fn rows(site_id: u32, zone: &Zone, days: &Days) -> Sql {
          toUInt8(uniqExact(toDate(timestamp, {tz}))) AS u_pieces FROM {EVENTS} WHERE "
     ))
     .append(&between(&utc_floor(&days.start), &utc_ceil(&days.end)))
-    .push(" GROUP BY utc_day) USING utc_day) ANY LEFT JOIN (");
+    .push(" GROUP BY utc_day) AS utc_days USING utc_day) AS pieces ANY LEFT JOIN (");
     // Each piece's visits: every visit with an event in the days, measured over all its
     // events (read six hours beyond them), started in the piece or carried into it.
     s.push(
@@ -224,7 +224,7 @@ pub fn rows(site_id: u32, zone: &Zone, days: &Days) -> Sql {
         &shifted(&days.start, -around),
         &shifted(&days.end, around),
     ))
-    .push(" GROUP BY session_id)) GROUP BY piece) USING local_day, utc_day");
+    .push(" GROUP BY session_id)) GROUP BY piece) AS piece_visits USING local_day, utc_day");
 
     // The recurring ids. Every column named: 18.16 asks each branch of a UNION ALL for
     // the columns by name.
@@ -268,13 +268,16 @@ pub fn stale_days(site_id: u32, zone: &Zone) -> Sql {
     ))
     .bind_uint(u64::from(site_id))
     .push(&format!(
-        " GROUP BY local_day) ANY LEFT JOIN (SELECT local_day, max(generation) AS g FROM {TABLE} \
-         WHERE site_id = "
+        " GROUP BY local_day) AS stamps ANY LEFT JOIN (SELECT local_day, max(generation) AS g \
+         FROM {TABLE} WHERE site_id = "
     ))
     .bind_uint(u64::from(site_id))
     .push(" AND time_zone = ")
     .bind_str(zone.name())
-    .push(" AND kind = 0 GROUP BY local_day) USING local_day WHERE g <= t ORDER BY local_day");
+    .push(
+        " AND kind = 0 GROUP BY local_day) AS generations USING local_day WHERE g <= t \
+         ORDER BY local_day",
+    );
     s
 }
 
@@ -299,14 +302,14 @@ impl RollupState {
     }
 
     /// From [`state_statement`]'s answer.
-    pub fn from_rows(statement: &Statement, body: &[u8]) -> Result<RollupState, Error> {
+    pub fn from_rows(statement: &Statement, body: &[u8]) -> Result<RollupState, StatsError> {
         let mut days = Vec::new();
         for row in decode_rows(statement, body)? {
             let day = row.dimensions.first().and_then(|d| d.parse::<Date>().ok());
             match day {
                 Some(d) => days.push(d),
                 None => {
-                    return Err(Error::RowShape {
+                    return Err(StatsError::RowShape {
                         statement: statement.name,
                         reason: format!("{:?} is not a date", row.dimensions),
                     })
@@ -319,7 +322,7 @@ impl RollupState {
 }
 
 /// The statement that reads a site's [`RollupState`]: one column, `d0`, a stale day.
-pub fn state_statement(site: &SiteContext) -> Result<Statement, Error> {
+pub fn state_statement(site: &SiteContext) -> Result<Statement, StatsError> {
     let zone = Zone::new(&site.time_zone)?;
     let mut s = sql("SELECT day AS d0 FROM (");
     s.append(&stale_days(site.site_id, &zone)).push(")");
