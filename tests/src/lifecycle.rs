@@ -1169,6 +1169,14 @@ pub async fn retention_by_site() {
         rfc3339_secs(expected_cutoff)
     );
 
+    // The Stats API's daily rollup of the days, computed now: retention must reach it.
+    crate::stats::compute_rollup(pruned).await;
+    let expired_rollup = format!(
+        "SELECT count() FROM stats_days WHERE site_id = ? AND kind != 0 AND toUInt16(local_day) < {}",
+        expected_cutoff / 86_400 - 1
+    );
+    assert!(number(&db, &expired_rollup, std::slice::from_ref(&p)).await > 0);
+
     let since = (now_ms() / 1000) as u32;
     set_retention(pruned, KEEP).await;
     let enricher = lane
@@ -1196,6 +1204,11 @@ pub async fn retention_by_site() {
     )
     .await;
     mutations_done().await;
+    assert_eq!(
+        number(&db, &expired_rollup, std::slice::from_ref(&p)).await,
+        0,
+        "the rollup's counts of the days before the cutoff went with the events"
+    );
     let (cut, cut_ms) = (
         json!(expected_cutoff),
         json!(u64::from(expected_cutoff) * 1000),
