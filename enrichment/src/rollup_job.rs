@@ -76,6 +76,7 @@ struct Computed {
 
 #[derive(Debug, Row, Deserialize)]
 struct Stale {
+    site_id: u32,
     day: String,
     generation: u32,
     touched: u32,
@@ -122,7 +123,16 @@ pub async fn touch(db: &Db, hours: &[(u32, u32)]) -> Result<(), clickhouse::erro
         return Ok(());
     }
     let now = u32::try_from(rivulet_common::epoch::now_ms() / 1000).unwrap_or(u32::MAX);
-    let mut insert = db.client.insert::<Touch>(rollup::TOUCHED_TABLE).await?;
+    // On a cluster, through the Distributed table, written to each shard before the
+    // insert returns; without the quorum, which would wait on the enricher's inserts.
+    let client = match db.topology.cluster() {
+        Some(_) => db
+            .client
+            .clone()
+            .with_setting("insert_distributed_sync", "1"),
+        None => db.client.clone(),
+    };
+    let mut insert = client.insert::<Touch>(rollup::TOUCHED_TABLE).await?;
     for (site_id, hour) in hours {
         insert
             .write(&Touch {
@@ -193,51 +203,43 @@ impl RollupJob {
             return Ok(total);
         }
         let mut budget = self.max_days.unwrap_or(usize::MAX);
+        // One question per time zone, for all its sites.
+        let mut by_zone: std::collections::BTreeMap<&str, Vec<u32>> = Default::default();
         for (site_id, tz) in sites {
+            by_zone.entry(tz.as_str()).or_default().push(*site_id);
+        }
+        for (tz, site_ids) in by_zone {
             let zone = match Zone::new(tz) {
                 Ok(z) => z,
                 Err(e) => {
-                    tracing::warn!(site_id, error = %e, "rollup: the site's time zone is not known; skipped");
+                    tracing::warn!(?site_ids, error = %e, "rollup: a time zone that is not known; skipped");
                     continue;
                 }
             };
-            let run = self.run_site(*site_id, &zone, now, &mut budget).await?;
-            total.days += run.days;
-            total.rows += run.rows;
-            total.waiting += run.waiting;
-        }
-        Ok(total)
-    }
-
-    async fn run_site(
-        &self,
-        site_id: u32,
-        zone: &Zone,
-        now: i64,
-        budget: &mut usize,
-    ) -> Result<RollupRun, clickhouse::error::Error> {
-        let stale: Vec<Stale> = query(&self.db, &rollup::stale_days(site_id, zone))
-            .fetch_all()
-            .await?;
-        let mut run = RollupRun::default();
-        let mut ready: Vec<(jiff::civil::Date, u32)> = Vec::new();
-        for s in stale {
-            let Ok(day) = s.day.parse::<jiff::civil::Date>() else {
-                continue;
-            };
-            if ready.len() < *budget && is_ready(zone, day, s.touched, self.margin, now) {
-                ready.push((day, s.generation));
-            } else {
-                run.waiting += 1;
+            let stale: Vec<Stale> = query(&self.db, &rollup::stale_days(&site_ids, &zone))
+                .fetch_all()
+                .await?;
+            for site_id in site_ids {
+                let of_site: Vec<&Stale> = stale.iter().filter(|s| s.site_id == site_id).collect();
+                let mut ready: Vec<(jiff::civil::Date, u32)> = Vec::new();
+                for s in of_site {
+                    let Ok(day) = s.day.parse::<jiff::civil::Date>() else {
+                        continue;
+                    };
+                    if ready.len() < budget && is_ready(&zone, day, s.touched, self.margin, now) {
+                        ready.push((day, s.generation));
+                    } else {
+                        total.waiting += 1;
+                    }
+                }
+                budget -= ready.len();
+                for days in consecutive_runs(&ready) {
+                    total.rows += self.compute(site_id, &zone, days, now).await?;
+                    total.days += days.len() as u64;
+                }
             }
         }
-        *budget -= ready.len();
-        for days in consecutive_runs(&ready) {
-            let rows = self.compute(site_id, zone, days, now).await?;
-            run.days += days.len() as u64;
-            run.rows += rows;
-        }
-        Ok(run)
+        Ok(total)
     }
 
     /// Computes consecutive days as one generation each (the same number: `now`) and

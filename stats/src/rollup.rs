@@ -255,28 +255,41 @@ fn days_of_hour(tz: &str) -> String {
     )
 }
 
-/// For the job: the days of a site's zone whose latest generation is not valid, with
-/// their last stamp: `day` (the local day, a string), `generation` (the latest, 0 for none) and
-/// `touched` (epoch seconds), oldest day first.
-pub fn stale_days(site_id: u32, zone: &Zone) -> Sql {
+/// For the job: the days of sites of one zone whose latest generation is not valid, with
+/// their last stamp: `site_id`, `day` (the local day, a string), `generation` (the
+/// latest, 0 for none) and `touched` (epoch seconds), by site and oldest day first. One
+/// statement for all the sites of a zone: the job asks every minute.
+pub fn stale_days(site_ids: &[u32], zone: &Zone) -> Sql {
     let tz = quote(zone.name());
-    let mut s = sql("SELECT toString(local_day) AS day, g AS generation, t AS touched FROM (");
+    let sites = |s: &mut Sql| {
+        s.push("site_id IN (");
+        for (i, id) in site_ids.iter().enumerate() {
+            if i > 0 {
+                s.push(", ");
+            }
+            s.bind_uint(u64::from(*id));
+        }
+        if site_ids.is_empty() {
+            s.push("NULL");
+        }
+        s.push(")");
+    };
+    let mut s =
+        sql("SELECT site_id, toString(local_day) AS day, g AS generation, t AS touched FROM (");
     s.push(&format!(
-        "SELECT {} AS local_day, max(toUInt32(touched_at)) AS t FROM {TOUCHED_TABLE} \
-         WHERE site_id = ",
+        "SELECT site_id, {} AS local_day, max(toUInt32(touched_at)) AS t FROM {TOUCHED_TABLE} \
+         WHERE ",
         days_of_hour(&tz)
-    ))
-    .bind_uint(u64::from(site_id))
-    .push(&format!(
-        " GROUP BY local_day) AS stamps ANY LEFT JOIN (SELECT local_day, max(generation) AS g \
-         FROM {TABLE} WHERE site_id = "
-    ))
-    .bind_uint(u64::from(site_id))
-    .push(" AND time_zone = ")
-    .bind_str(zone.name())
-    .push(
-        " AND kind = 0 GROUP BY local_day) AS generations USING local_day WHERE g <= t \
-         ORDER BY local_day",
+    ));
+    sites(&mut s);
+    s.push(&format!(
+        " GROUP BY site_id, local_day) AS stamps ANY LEFT JOIN (SELECT site_id, local_day, \
+         max(generation) AS g FROM {TABLE} WHERE "
+    ));
+    sites(&mut s);
+    s.push(" AND time_zone = ").bind_str(zone.name()).push(
+        " AND kind = 0 GROUP BY site_id, local_day) AS generations USING site_id, local_day \
+         WHERE g <= t ORDER BY site_id, local_day",
     );
     s
 }
@@ -325,7 +338,7 @@ impl RollupState {
 pub fn state_statement(site: &SiteContext) -> Result<Statement, StatsError> {
     let zone = Zone::new(&site.time_zone)?;
     let mut s = sql("SELECT day AS d0 FROM (");
-    s.append(&stale_days(site.site_id, &zone)).push(")");
+    s.append(&stale_days(&[site.site_id], &zone)).push(")");
     Ok(Statement::new(
         "stats_rollup_state",
         s,
@@ -668,7 +681,7 @@ mod tests {
         let zone = Zone::new(&site.time_zone).expect("a zone");
         std::fs::write(
             format!("{dir}/stale.sql"),
-            stale_days(site_id, &zone).inline(),
+            stale_days(&[site_id], &zone).inline(),
         )
         .expect("written");
         let day = |v: &Value| -> Date { v.as_str().and_then(|s| s.parse().ok()).expect("a date") };

@@ -179,7 +179,8 @@ async fn the_schema_is_distributed_over_replicated_tables_and_the_registry_is_ev
             "schema_migrations\tReplicatedReplacingMergeTree",
             "sites\tReplicatedReplacingMergeTree",
             "stats_days\tReplicatedReplacingMergeTree",
-            "stats_touched\tReplicatedReplacingMergeTree",
+            "stats_touched\tDistributed",
+            "stats_touched_local\tReplicatedReplacingMergeTree",
             "stats_touched_mv\tMaterializedView",
         ] {
             assert!(

@@ -260,22 +260,47 @@ const ROLLUP_ORDER_BY: &str = "(site_id, time_zone, local_day, generation, kind,
 
 /// When events of a (site, UTC hour) were last inserted: the rollup's days that read
 /// that hour are stale from then until computed again. Fed by [`touched_view`] on every
-/// insert into `events`; erasure and retention write it too.
+/// insert into `events`; erasure and retention write it too. On a cluster it is laid out
+/// as `events` is, a `Distributed` table over each shard's replicated
+/// [`TOUCHED_LOCAL_TABLE`]: the view writes where the shard's insert lands, with that
+/// insert's quorum (one table replicated to every server would make the two shards'
+/// quorum inserts wait on each other).
 pub const TOUCHED_TABLE: &str = "stats_touched";
+pub const TOUCHED_LOCAL_TABLE: &str = "stats_touched_local";
 const TOUCHED_COLUMNS: &str = "(site_id UInt32, hour DateTime, touched_at DateTime)";
 /// The hour of an event, in UTC whatever the server's time zone.
 const TOUCHED_HOUR: &str = "toDateTime(intDiv(toUInt32(timestamp), 3600) * 3600)";
+
+fn touched_tables(topology: &Topology) -> Vec<String> {
+    match topology {
+        Topology::SingleNode => vec![format!(
+            "CREATE TABLE IF NOT EXISTS {{db}}.{TOUCHED_TABLE} {TOUCHED_COLUMNS} \
+             ENGINE = ReplacingMergeTree(touched_at) ORDER BY (site_id, hour)"
+        )],
+        Topology::Cluster { name } => vec![
+            format!(
+                "CREATE TABLE IF NOT EXISTS {{db}}.{TOUCHED_LOCAL_TABLE} ON CLUSTER {name} {TOUCHED_COLUMNS} \
+                 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{{shard}}/{{db}}/{TOUCHED_LOCAL_TABLE}', '{{replica}}', touched_at) \
+                 ORDER BY (site_id, hour)"
+            ),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {{db}}.{TOUCHED_TABLE} ON CLUSTER {name} AS {{db}}.{TOUCHED_LOCAL_TABLE} \
+                 ENGINE = Distributed({name}, {{db}}, {TOUCHED_LOCAL_TABLE}, site_id)"
+            ),
+        ],
+    }
+}
 
 /// The view that stamps each insert's (site, hour)s: a row or two per inserted block. On
 /// a cluster it watches each shard's local table, where the `Distributed` table's
 /// inserts land (a view fires on the replica that takes the insert).
 fn touched_view(topology: &Topology) -> String {
-    let source = match topology {
-        Topology::SingleNode => events::TABLE,
-        Topology::Cluster { .. } => events::LOCAL_TABLE,
+    let (source, target) = match topology {
+        Topology::SingleNode => (events::TABLE, TOUCHED_TABLE),
+        Topology::Cluster { .. } => (events::LOCAL_TABLE, TOUCHED_LOCAL_TABLE),
     };
     format!(
-        "CREATE MATERIALIZED VIEW IF NOT EXISTS {{db}}.stats_touched_mv{} TO {{db}}.{TOUCHED_TABLE} \
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS {{db}}.stats_touched_mv{} TO {{db}}.{target} \
          AS SELECT site_id, {TOUCHED_HOUR} AS hour, max(now()) AS touched_at \
          FROM {{db}}.{source} GROUP BY site_id, hour",
         topology.on_cluster()
@@ -440,13 +465,7 @@ pub fn statements_for(version: u32, topology: &Topology, variant: SchemaVariant)
                 None,
                 ROLLUP_ORDER_BY,
             ));
-            all.push(registry_table(
-                topology,
-                TOUCHED_TABLE,
-                TOUCHED_COLUMNS,
-                Some("touched_at"),
-                "(site_id, hour)",
-            ));
+            all.extend(touched_tables(topology));
             all.push(touched_view(topology));
             all.push(TOUCHED_FROM_EVENTS.to_string());
             all
@@ -616,21 +635,21 @@ mod tests {
             name: "rivulet".into(),
         });
         assert_eq!(
-            single.len() + 1 + 2 + 2 + 2,
+            single.len() + 1 + 2 + 2 + 2 + 1,
             cluster.len(),
             "events adds its local table; migrations 4, 9 and 10 alter the local tables and \
-             make the Distributed table again (a DROP and a CREATE each)"
+             make the Distributed table again (a DROP and a CREATE each); stats_touched is \
+             a Distributed table over a local one"
         );
-        // Migration 7's copies and migration 10's first touches insert into tables
-        // replicated to every server: one insert reaches them all.
+        // Migration 7's copies insert into tables replicated to every server (one insert
+        // reaches them all), migration 10's first stamps through a Distributed table.
         assert!(cluster
             .iter()
             .filter(|s| !is_copy_from_dropped(s) && *s != TOUCHED_FROM_EVENTS)
             .all(|s| s.contains(" ON CLUSTER rivulet")));
-        assert!(cluster
-            .iter()
-            .any(|s| s.contains("stats_touched_mv ON CLUSTER rivulet")
-                && s.contains("FROM {db}.events_local")));
+        assert!(cluster.iter().any(|s| s
+            .contains("stats_touched_mv ON CLUSTER rivulet TO {db}.stats_touched_local")
+            && s.contains("FROM {db}.events_local")));
         assert_eq!(
             cluster.iter().filter(|s| is_copy_from_dropped(s)).count(),
             2
