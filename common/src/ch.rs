@@ -173,6 +173,7 @@ impl ChConfig {
             database: self.database.clone(),
             server_version: ServerVersion::unknown(),
             topology: self.topology.clone(),
+            nodes: self.nodes.clone(),
         }
     }
 
@@ -206,6 +207,7 @@ impl ChConfig {
             database: self.database.clone(),
             server_version: version,
             topology: self.topology.clone(),
+            nodes: self.nodes.clone(),
         })
     }
 }
@@ -222,4 +224,101 @@ pub struct Db {
     /// From `SELECT version()`; [`ServerVersion::unknown`] for a lazy client.
     pub server_version: ServerVersion,
     pub topology: Topology,
+    /// Every server's HTTP URL (`CLICKHOUSE_NODES`, or the one `CLICKHOUSE_URL`).
+    pub nodes: Vec<String>,
+}
+
+impl Db {
+    /// `ALTER TABLE {database}.{table} {action}`, with `bind` giving the action's `?`
+    /// values, where it must run: on a single server, there; on a cluster, on one server
+    /// of each replication group of `table` (one per shard for `events_local`, one in
+    /// all for a table replicated to every server), which replicates it to the group's
+    /// other servers. Returns how many groups ran it.
+    ///
+    /// Not `ON CLUSTER`: 18.16's DDL worker can run a replicated `ALTER` on two replicas
+    /// of a shard (each checks that no replica has run it, then takes the shard's lock,
+    /// and one can check just before the other releases it); the second then fails to
+    /// mark it done ("Node exists") and the worker stops for good, so every later
+    /// `ON CLUSTER` statement times out on that server (code 159). A table replicated to
+    /// every server ran the `ALTER` once per shard, the second failing with "already
+    /// exists". Fixed upstream in 20.12; this works on every version.
+    ///
+    /// A column that exists already counts as added (a concurrent `migrate`), and an
+    /// `ALTER` that a replica not active now will run when it returns as run. Fails
+    /// when `CLICKHOUSE_NODES` does not reach every group: a shard left out would keep
+    /// the old schema, or a person's rows.
+    pub async fn alter(
+        &self,
+        table: &str,
+        action: &str,
+        bind: impl Fn(clickhouse::query::Query) -> clickhouse::query::Query,
+    ) -> Result<usize, clickhouse::error::Error> {
+        let sql = format!("ALTER TABLE {}.{table} {action}", self.database);
+        let Some(cluster) = self.topology.cluster() else {
+            bind(self.root.query(&sql)).execute().await?;
+            return Ok(1);
+        };
+        // One server of each group, all found before any runs it: a group left out is
+        // refused before the others have changed.
+        let mut groups: Vec<(String, Client)> = Vec::new();
+        let mut unanswered = Vec::new();
+        for url in &self.nodes {
+            let node = self.root.clone().with_url(url);
+            let paths = node
+                .query(clickhouse_versions::REPLICATION_GROUP)
+                .bind(&self.database)
+                .bind(table)
+                .fetch_all::<String>()
+                .await;
+            match paths {
+                Ok(paths) => {
+                    if let Some(path) = paths.into_iter().next() {
+                        if !groups.iter().any(|(p, _)| *p == path) {
+                            groups.push((path, node));
+                        }
+                    }
+                }
+                Err(e) => unanswered.push(format!("{url}: {e}")),
+            }
+        }
+        let shards: u64 = self
+            .root
+            .query(clickhouse_versions::CLUSTER_SHARDS)
+            .bind(cluster)
+            .fetch_one()
+            .await?;
+        let everywhere = groups.iter().any(|(p, _)| p.contains("/tables/all/"));
+        let expected = if everywhere { 1 } else { shards as usize };
+        if groups.len() < expected {
+            return Err(clickhouse::error::Error::Other(
+                format!(
+                    "ALTER TABLE {table}: the servers of CLICKHOUSE_NODES hold {} of its {expected} \
+                     replication groups (one per shard); list every server there{}",
+                    groups.len(),
+                    if unanswered.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (no answer from {})", unanswered.join("; "))
+                    }
+                )
+                .into(),
+            ));
+        }
+        for (_, node) in &groups {
+            // Current servers wait for the replica that ran it alone unless told (their
+            // `alter_sync`, of which this is the old name 18.16 knows too).
+            let run = bind(node.query(&sql))
+                .with_setting("replication_alter_partitions_sync", "2")
+                .execute()
+                .await;
+            match run {
+                Err(e) if clickhouse_versions::is_duplicate_column(&e) => {}
+                Err(e) if clickhouse_versions::is_unfinished(&e) => {
+                    tracing::warn!(table, error = %e, "ALTER waits for a replica that is not active");
+                }
+                other => other?,
+            }
+        }
+        Ok(groups.len())
+    }
 }

@@ -182,6 +182,16 @@ pub const EVENT_ID_HASH: &str = "cityHash64(toString(event_id))";
 pub const DROP_PARTITION_ON_LEADERS: &str =
     "SELECT toUInt8(is_leader) FROM system.replicas WHERE database = ? AND table = ?";
 
+/// A replicated table's replication group on one server (its ZooKeeper path; none for a
+/// table the server does not have), by which [`crate::ch::Db::alter`] runs an `ALTER`
+/// once per group, on every version.
+pub const REPLICATION_GROUP: &str =
+    "SELECT zookeeper_path FROM system.replicas WHERE database = ? AND table = ?";
+
+/// How many shards a cluster of `remote_servers` has, on every version.
+pub const CLUSTER_SHARDS: &str =
+    "SELECT count(DISTINCT shard_num) FROM system.clusters WHERE cluster = ?";
+
 /// 57 TABLE_ALREADY_EXISTS, 82 DATABASE_ALREADY_EXISTS, on every version.
 const ALREADY_EXISTS: &[u32] = &[57, 82];
 /// 15 DUPLICATE_COLUMN on current servers; 44 ILLEGAL_COLUMN on 18.16, which also
@@ -217,6 +227,18 @@ pub fn is_unknown_table(err: &clickhouse::error::Error) -> bool {
 /// insert is retried soon.
 pub fn is_quorum_busy(err: &clickhouse::error::Error) -> bool {
     is_server_error(err, QUORUM_BUSY)
+}
+
+/// 341 UNFINISHED, on every version.
+const UNFINISHED: &[u32] = &[341];
+
+/// A replicated `ALTER` that every active replica has run while some replica is not
+/// active: "Alter is not finished because some replicas are inactive right now … Alter
+/// will be done asynchronously" (18.16, seen on the stack's cluster right after a
+/// replica restarted; current servers after `replication_wait_for_inactive_replica_timeout`).
+/// It is in the replication log: the replica runs it when it returns.
+pub fn is_unfinished(err: &clickhouse::error::Error) -> bool {
+    is_server_error(err, UNFINISHED)
 }
 
 /// The server's exception with one of these codes, in the words of every version

@@ -158,28 +158,24 @@ impl Lifecycle {
         }
     }
 
-    /// `{db}`, `{table}` and `{on_cluster}` of a statement.
+    /// `{db}` and `{table}` of a statement.
     fn complete(&self, sql: &str, table: &str) -> String {
         sql.replace("{db}", &self.db.database)
             .replace("{table}", table)
-            .replace("{on_cluster}", &self.db.topology.on_cluster())
     }
 
+    /// A delete mutation of `table`, once per replication group on a cluster ([`Db::alter`]).
     async fn mutate(
         &self,
         table: &str,
         condition: &str,
         binds: &[u64],
     ) -> Result<(), clickhouse::error::Error> {
-        let sql = self.complete(
-            &format!("ALTER TABLE {{db}}.{{table}}{{on_cluster}} DELETE WHERE {condition}"),
-            table,
-        );
-        let mut q = self.db.root.query(&sql);
-        for b in binds {
-            q = q.bind(*b);
-        }
-        q.execute().await
+        let action = self.complete(&format!("DELETE WHERE {condition}"), table);
+        self.db
+            .alter(table, &action, |q| binds.iter().fold(q, |q, b| q.bind(*b)))
+            .await
+            .map(|_| ())
     }
 
     /// Waits until no server has a mutation of Rivulet's tables left to finish.

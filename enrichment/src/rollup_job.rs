@@ -19,7 +19,7 @@ use rivulet_common::ch::Db;
 use rivulet_stats::date_range::Zone;
 use rivulet_stats::limits::SESSION_LOOKAROUND_SECS;
 use rivulet_stats::rollup::{self, Days, KIND_MARKER};
-use rivulet_stats::sql::{Bind, Sql};
+use rivulet_stats::sql::Sql;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -309,22 +309,19 @@ impl RollupJob {
         insert.end().await?;
         if days.iter().any(|(_, old)| *old > 0) {
             // The replaced generations: rows no query reads any more.
-            let sql = format!(
-                "ALTER TABLE {}.{}{} DELETE WHERE site_id = ? AND time_zone = ? \
-                 AND local_day >= toDate(?) AND local_day <= toDate(?) AND generation < ?",
-                self.db.database,
-                rollup::TABLE,
-                self.db.topology.on_cluster()
-            );
             self.db
-                .root
-                .query(&sql)
-                .bind(site_id)
-                .bind(zone.name())
-                .bind(first.0.to_string())
-                .bind(last.0.to_string())
-                .bind(generation)
-                .execute()
+                .alter(
+                    rollup::TABLE,
+                    "DELETE WHERE site_id = ? AND time_zone = ? \
+                     AND local_day >= toDate(?) AND local_day <= toDate(?) AND generation < ?",
+                    |q| {
+                        q.bind(site_id)
+                            .bind(zone.name())
+                            .bind(first.0.to_string())
+                            .bind(last.0.to_string())
+                            .bind(generation)
+                    },
+                )
                 .await?;
         }
         metrics::counter!("enricher_rollup_days_total").increment(days.len() as u64);
@@ -335,14 +332,9 @@ impl RollupJob {
 
 /// The statement of a [`Sql`], its binds bound.
 fn query(db: &Db, sql: &Sql) -> clickhouse::query::Query {
-    let mut q = db.client.query(sql.text());
-    for b in sql.binds() {
-        q = match b {
-            Bind::Str(s) => q.bind(s.as_str()),
-            Bind::UInt(u) => q.bind(*u),
-        };
-    }
-    q
+    sql.binds()
+        .iter()
+        .fold(db.client.query(sql.text()), |q, b| q.bind(b))
 }
 
 /// A date as ClickHouse's `Date` holds it: days since 1970-01-01.

@@ -180,32 +180,33 @@ fn distributed_statement(cluster: &str) -> String {
 
 /// Migrations 4, 9 and 10: the columns they add to `events` ([`ADDING_MIGRATIONS`]), one
 /// `ALTER` per column so that a column another run added first is only an "already
-/// exists" to skip. On a cluster the local tables get them by `ALTER … ON CLUSTER`; the
-/// `Distributed` table is made again from them instead (it holds no rows: inserts through
-/// it are synchronous), since ClickHouse refuses an `ALTER … ON CLUSTER` of a table that
-/// is not replicated when the cluster's shards replicate internally (code 371, "Table
-/// events isn't replicated, but shard #2 is replicated according to its cluster
-/// definition").
+/// exists" to skip. On a cluster the local tables get them by an `ALTER` the migration
+/// runner sends to one server of each shard ([`crate::ch::Db::alter`] says why not
+/// `ON CLUSTER`); the `Distributed` table is made again from them instead (it holds no
+/// rows: inserts through it are synchronous), since ClickHouse refuses an `ALTER` of a
+/// table that is not replicated when the cluster's shards replicate internally (code
+/// 371, "Table events isn't replicated, but shard #2 is replicated according to its
+/// cluster definition").
 pub fn add_column_statements(
     migration: u32,
     topology: &Topology,
     variant: SchemaVariant,
 ) -> Vec<String> {
-    let alters = |table: &str, on_cluster: &str| -> Vec<String> {
+    let alters = |table: &str| -> Vec<String> {
         added_columns(migration, variant)
             .into_iter()
             .map(|c| {
                 format!(
-                    "ALTER TABLE {{db}}.{table}{on_cluster} ADD COLUMN {} {}",
+                    "ALTER TABLE {{db}}.{table} ADD COLUMN {} {}",
                     c.name, c.ch_type
                 )
             })
             .collect()
     };
     match topology {
-        Topology::SingleNode => alters(TABLE, ""),
+        Topology::SingleNode => alters(TABLE),
         Topology::Cluster { name } => {
-            let mut out = alters(LOCAL_TABLE, &topology.on_cluster());
+            let mut out = alters(LOCAL_TABLE);
             out.push(format!(
                 "DROP TABLE IF EXISTS {{db}}.{TABLE} ON CLUSTER {name}"
             ));
@@ -511,19 +512,17 @@ mod tests {
         assert_eq!(serde_json::Value::Object(decoded), expected);
     }
 
-    /// ClickHouse refuses `ALTER … ON CLUSTER` of the `Distributed` table when the
-    /// shards replicate internally (code 371): migration 4 makes it again instead.
+    /// ClickHouse refuses an `ALTER` of the `Distributed` table when the shards
+    /// replicate internally (code 371): migrations 4, 9 and 10 make it again instead.
     #[test]
     fn on_a_cluster_only_the_local_tables_are_altered() {
         let cluster = Topology::Cluster { name: "c".into() };
         for (migration, _) in ADDING_MIGRATIONS {
             let ddl = add_column_statements(migration, &cluster, SchemaVariant::Portable);
-            assert!(
-                ddl.iter()
-                    .filter(|s| s.starts_with("ALTER"))
-                    .all(|s| s
-                        .starts_with(&format!("ALTER TABLE {{db}}.{LOCAL_TABLE} ON CLUSTER c ")))
-            );
+            assert!(ddl
+                .iter()
+                .filter(|s| s.starts_with("ALTER"))
+                .all(|s| s.starts_with(&format!("ALTER TABLE {{db}}.{LOCAL_TABLE} ADD "))));
             let n = ddl.len();
             assert_eq!(
                 ddl[n - 2],

@@ -7,10 +7,11 @@
 //! and from a ReplacingMergeTree record table in which a migration recorded twice is still
 //! one version.
 //!
-//! On a cluster ([`Topology::Cluster`]) every statement runs `ON CLUSTER`: `events` is a
-//! `Distributed` table over each shard's `ReplicatedReplacingMergeTree`, and the registry
-//! (`sites`, `api_keys`) and `schema_migrations` are replicated to every server (one
-//! replication group spanning all shards), so each server answers registry reads alone.
+//! On a cluster ([`Topology::Cluster`]) every `CREATE` and `DROP` runs `ON CLUSTER`:
+//! `events` is a `Distributed` table over each shard's `ReplicatedReplacingMergeTree`,
+//! and the registry (`sites`, `api_keys`) and `schema_migrations` are replicated to every
+//! server (one replication group spanning all shards), so each server answers registry
+//! reads alone. An `ALTER` runs once per replication group instead ([`Db::alter`]).
 
 use super::{events, SchemaVariant, Topology};
 use crate::ch::Db;
@@ -223,7 +224,6 @@ const RETENTION_RUNS_COLUMNS: &str = "(
     rows_removed UInt64
 )";
 
-/// `ALTER TABLE … ADD COLUMN` for each column, on every server of a cluster.
 /// The Stats API's daily rollup (docs/decisions/015-stats-rollup.md): per site, time
 /// zone, local day and generation, a marker row (kind 0: the generation is complete),
 /// the day's pieces (kind 1: one per UTC day the local day overlaps, with its counts) and
@@ -313,15 +313,12 @@ const TOUCHED_FROM_EVENTS: &str = "INSERT INTO {db}.stats_touched (site_id, hour
      SELECT site_id, toDateTime(intDiv(toUInt32(timestamp), 3600) * 3600) AS hour, max(now()) \
      FROM {db}.events GROUP BY site_id, hour";
 
-fn add_columns(topology: &Topology, table: &str, columns: &[(&str, &str)]) -> Vec<String> {
+/// `ALTER TABLE … ADD COLUMN` for each column; on a cluster the runner sends each to one
+/// server of the table's replication group ([`Db::alter`]).
+fn add_columns(table: &str, columns: &[(&str, &str)]) -> Vec<String> {
     columns
         .iter()
-        .map(|(name, ch_type)| {
-            format!(
-                "ALTER TABLE {{db}}.{table}{} ADD COLUMN {name} {ch_type}",
-                topology.on_cluster()
-            )
-        })
+        .map(|(name, ch_type)| format!("ALTER TABLE {{db}}.{table} ADD COLUMN {name} {ch_type}"))
         .collect()
 }
 
@@ -374,7 +371,7 @@ pub fn statements_for(version: u32, topology: &Topology, variant: SchemaVariant)
             ),
         ],
         3 => {
-            let mut all = add_columns(topology, "sites", SITES_ADDED_COLUMNS);
+            let mut all = add_columns("sites", SITES_ADDED_COLUMNS);
             all.push(registry_table(
                 topology,
                 "secrets",
@@ -425,7 +422,7 @@ pub fn statements_for(version: u32, topology: &Topology, variant: SchemaVariant)
             ),
         ],
         7 => {
-            let mut all = add_columns(topology, "sites", SITES_TRUST_COLUMNS);
+            let mut all = add_columns("sites", SITES_TRUST_COLUMNS);
             all.push(registry_table(
                 topology,
                 "person_claims",
@@ -451,8 +448,8 @@ pub fn statements_for(version: u32, topology: &Topology, variant: SchemaVariant)
             all
         }
         8 => {
-            let mut all = add_columns(topology, "sites", SITES_TIME_ZONE_COLUMNS);
-            all.extend(add_columns(topology, "api_keys", API_KEYS_SCOPE_COLUMNS));
+            let mut all = add_columns("sites", SITES_TIME_ZONE_COLUMNS);
+            all.extend(add_columns("api_keys", API_KEYS_SCOPE_COLUMNS));
             all
         }
         9 => events::add_column_statements(9, topology, variant),
@@ -605,13 +602,28 @@ pub async fn applied_versions(db: &Db) -> Result<Vec<u32>, CommonError> {
         .await?)
 }
 
-/// Runs one statement; what a concurrent run made first counts as done.
+/// Runs one statement; what a concurrent run made first counts as done. On a cluster an
+/// `ALTER` goes to one server of each of its table's replication groups ([`Db::alter`]).
 async fn run(db: &Db, sql: &str) -> Result<(), CommonError> {
+    if db.topology.cluster().is_some() {
+        if let Some((table, action)) = alter_parts(sql, &db.database) {
+            db.alter(table, action, |q| q).await?;
+            return Ok(());
+        }
+    }
     match db.root.query(sql).execute().await {
         Err(e) if clickhouse_versions::is_already_exists(&e) => Ok(()),
         Err(e) if clickhouse_versions::is_duplicate_column(&e) => Ok(()),
         other => Ok(other?),
     }
+}
+
+/// The table and the action of `ALTER TABLE {database}.<table> <action>`.
+fn alter_parts<'a>(sql: &'a str, database: &str) -> Option<(&'a str, &'a str)> {
+    sql.strip_prefix("ALTER TABLE ")?
+        .strip_prefix(database)?
+        .strip_prefix('.')?
+        .split_once(' ')
 }
 
 pub(crate) fn now_secs() -> u32 {
@@ -642,11 +654,18 @@ mod tests {
              a Distributed table over a local one"
         );
         // Migration 7's copies insert into tables replicated to every server (one insert
-        // reaches them all), migration 10's first stamps through a Distributed table.
-        assert!(cluster
+        // reaches them all), migration 10's first stamps through a Distributed table; an
+        // ALTER goes to each replication group by itself (Db::alter).
+        let (alters, others): (Vec<&String>, Vec<&String>) = cluster
             .iter()
             .filter(|s| !is_copy_from_dropped(s) && *s != TOUCHED_FROM_EVENTS)
-            .all(|s| s.contains(" ON CLUSTER rivulet")));
+            .partition(|s| s.starts_with("ALTER TABLE "));
+        assert!(others.iter().all(|s| s.contains(" ON CLUSTER rivulet")));
+        assert!(!alters.is_empty());
+        assert!(alters.iter().all(|s| !s.contains("ON CLUSTER")
+            && alter_parts(&s.replace("{db}", "rivulet"), "rivulet").is_some_and(
+                |(table, action)| table != "events" && action.starts_with("ADD COLUMN ")
+            )));
         assert!(cluster.iter().any(|s| s
             .contains("stats_touched_mv ON CLUSTER rivulet TO {db}.stats_touched_local")
             && s.contains("FROM {db}.events_local")));
