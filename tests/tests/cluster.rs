@@ -23,7 +23,7 @@
 //!   (`rivulet_tests::stats`, which tests/tests/stats_api.rs runs in full on the single
 //!   node).
 
-use rivulet_common::ch::ChConfig;
+use rivulet_common::ch::{ChConfig, Db};
 use rivulet_common::schema::events::EventRow;
 use rivulet_common::schema::queries;
 use rivulet_tests::*;
@@ -207,6 +207,76 @@ async fn the_schema_is_distributed_over_replicated_tables_and_the_registry_is_ev
     }
 }
 
+/// `Db::alter` (not `ON CLUSTER`, whose DDL worker 18.16 can stop for good): once per
+/// replication group, reaching every server, and refused when CLICKHOUSE_NODES misses a
+/// shard.
+#[tokio::test]
+async fn an_alter_runs_once_per_replication_group_and_reaches_every_server() {
+    let db = db().await;
+    let column = "alter_check";
+    let added = db
+        .alter("events_local", &format!("ADD COLUMN {column} UInt8"), |q| q)
+        .await
+        .unwrap();
+    assert_eq!(added, 2, "one server of each shard");
+    let has_column = format!(
+        "SELECT count() FROM system.columns WHERE database = currentDatabase() \
+         AND table = 'events_local' AND name = '{column}'"
+    );
+    // A replica restarted by an earlier test may take the ALTER from the log a moment later.
+    let on_every_node = |sql: String, want: &'static str| async move {
+        for (name, url) in nodes() {
+            Pace::within(Duration::from_secs(60))
+                .every(Duration::from_millis(200))
+                .poll_until(&format!("{name}: {sql}"), || async {
+                    let got = on_node(&url, &sql).await;
+                    if got.trim() == want {
+                        Ok(())
+                    } else {
+                        Err(got)
+                    }
+                })
+                .await;
+        }
+    };
+    on_every_node(has_column.clone(), "1").await;
+    // Again: the column is there, which counts as added.
+    let add = format!("ADD COLUMN {column} UInt8");
+    assert_eq!(db.alter("events_local", &add, |q| q).await.unwrap(), 2);
+    db.alter("events_local", &format!("DROP COLUMN {column}"), |q| q)
+        .await
+        .unwrap();
+    on_every_node(has_column, "0").await;
+
+    // A table replicated to every server: one mutation, which every server holds once.
+    let site = u32::MAX - (std::process::id() % 65_536);
+    let deleted = db
+        .alter("person_claims", "DELETE WHERE site_id = ?", |q| {
+            q.bind(site)
+        })
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1);
+    let mutations = format!(
+        "SELECT count() FROM system.mutations WHERE database = currentDatabase() \
+         AND table = 'person_claims' AND command LIKE '%site_id = {site}%'"
+    );
+    on_every_node(mutations, "1").await;
+
+    // Servers of one shard only: the other shard would be left out.
+    let first = nodes()[0].1.clone();
+    let one_shard = Db {
+        nodes: vec![first],
+        ..db.clone()
+    };
+    let err = one_shard
+        .alter("events_local", "DELETE WHERE site_id = ?", |q| q.bind(site))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("1 of its 2 replication groups"), "{err}");
+}
+
 #[tokio::test]
 async fn the_overview_answers_on_the_cluster_as_on_a_single_node() {
     let cluster = db().await;
@@ -367,9 +437,9 @@ async fn an_erased_person_is_gone_from_every_replica_and_stays_gone() {
 #[tokio::test]
 async fn a_burst_of_erasures_takes_a_few_mutations_on_every_server() {
     nodes();
-    // ON CLUSTER: each server runs the mutations of its shard's tables and of the people
-    // tables every server holds; a round is one per table, rounds repeat while a replica
-    // still has a row.
+    // One server of each shard runs the mutations of its shard's tables, one server those
+    // of the people tables every server holds (Db::alter); a round is one per table,
+    // rounds repeat while a replica still has a row.
     rivulet_tests::lifecycle::erasure_burst(1000, 8).await;
 }
 
@@ -447,6 +517,53 @@ async fn the_stats_api_answers_on_the_cluster_as_computed_from_the_events_writte
         queries.len(),
         failures.join("\n\n")
     );
+
+    // Erasure reaches the rollup on every server: the person's hashed id rows go with
+    // their events, and every figure is the one without them.
+    let person = rivulet_tests::stats::ERASED_USER;
+    assert!(ds.events_of_person(person) > 0, "{person} has events");
+    let theirs = format!(
+        "SELECT count() FROM stats_days WHERE site_id = {site_id} AND id_hash = cityHash64('{person}')"
+    );
+    assert_ne!(on_node(&nodes()[0].1, &theirs).await.trim(), "0");
+    let lane = rivulet_tests::lifecycle::Lane::new("cluster-rollup-erase").await;
+    let enricher = lane
+        .start_enricher(&format!("rivulet-tests-rollup-erase-{site_id}"), &[])
+        .await;
+    let receipt = rivulet_tests::data::run_admin_async(
+        &[
+            "erase",
+            "--site",
+            &site_id.to_string(),
+            "--user-id",
+            person,
+            "--wait",
+            "--timeout",
+            "300",
+        ],
+        &[],
+    )
+    .await
+    .json();
+    assert_eq!(receipt["state"], "done", "{receipt}");
+    drop(enricher);
+    for (name, url) in nodes() {
+        assert_eq!(
+            on_node(&url, &theirs).await.trim(),
+            "0",
+            "{name} keeps {person}'s rollup rows"
+        );
+    }
+    let after = ds.without_person(person);
+    let failures = rivulet_tests::stats::mismatches(&admin.url, &key, &after, &queries).await;
+    assert!(
+        failures.is_empty(),
+        "{} of {} queries differ on the cluster after an erasure:\n\n{}",
+        failures.len(),
+        queries.len(),
+        failures.join("\n\n")
+    );
+    lane.delete().await;
 }
 
 // Identity and import on the cluster: an ingest and an enricher with topics and a group
