@@ -15,7 +15,9 @@
 //!   events grouped by (dimensions, visit) first, then by the dimensions, so that each
 //!   visit counts once per row with its own measures;
 //! - **by visit**: the per-visit case whose dimensions are all the visit's (the overview,
-//!   sources, entry pages, countries, devices): no join at all. One `GROUP BY session_id`
+//!   sources, entry pages, countries, devices), and any breakdown by the visit's
+//!   dimensions alone whose metrics are `visitors`, `visits`, `pageviews`, `events` or
+//!   `percentage`: no join at all. One `GROUP BY session_id`
 //!   over the range and its lookaround gives each visit's attributes and measures from
 //!   all its events and, with `-If` on the range and the event filters, what it counts
 //!   in the range; the visit filters are its `HAVING`. It reads the events once instead
@@ -92,7 +94,22 @@ struct Builder<'a> {
 
 impl<'a> Builder<'a> {
     fn new(spec: &'a Spec<'a>) -> Self {
-        let per_visit = spec.metrics.iter().any(|m| m.is_visit_measure());
+        // A breakdown by visit attributes alone whose metrics a visit's row holds (its
+        // ids, its events' counts) reads one row per visit, as the visit measures do: the
+        // same figures without joining each of the range's events to its visit.
+        let visit_rows_suffice = !spec.dimensions.is_empty()
+            && spec.dimensions.iter().all(Dimension::is_visit)
+            && spec.metrics.iter().all(|m| {
+                matches!(
+                    m,
+                    Metric::Visitors
+                        | Metric::Visits
+                        | Metric::Pageviews
+                        | Metric::Events
+                        | Metric::Percentage
+                )
+            });
+        let per_visit = visit_rows_suffice || spec.metrics.iter().any(|m| m.is_visit_measure());
         let visits = per_visit
             || spec.dimensions.iter().any(Dimension::is_visit)
             || spec

@@ -1908,6 +1908,15 @@ pub fn metric_and_dimension_queries(site_id: u32) -> Vec<Named> {
                 json!({"metrics": all_but_users, "dimensions": [d], "include": {"total_rows": true}}),
             ),
         ));
+        // Counts only, no visit measure: one row per visit all the same (the by-visit shape).
+        out.push((
+            format!("{d}, counts only"),
+            query(
+                site_id,
+                json!({"metrics": ["visitors", "visits", "pageviews", "events", "percentage"],
+                       "dimensions": [d], "include": {"total_rows": true}}),
+            ),
+        ));
     }
     out.push((
         "visit:country × event:type".into(),
