@@ -38,7 +38,7 @@ use crate::date_range::auto_bucket;
 use crate::dimensions::{
     Bucket, Dimension, EventProperty, TimeGrain, VisitProperty, SCREEN_CLASSES, SCREEN_WIDEST,
 };
-use crate::filters::{self, Filter};
+use crate::filters::{self, Filter, Leaf, Op};
 use crate::identity;
 use crate::limits::SESSION_LOOKAROUND_SECS;
 use crate::metrics::{Metric, Vital};
@@ -397,6 +397,56 @@ impl<'a> Builder<'a> {
         s
     }
 
+    /// ` AND session_id IN (…)`: the visits that have, for each top-level filter on a
+    /// visit attribute that [`needs_an_event_of_its_value`], an event of a value it
+    /// keeps (read over the range and its lookaround, as the attributes are). Every
+    /// visit those filters keep is among them, so the figures are the same; a filtered
+    /// breakdown then groups the few visits that can match instead of all of them
+    /// (`scripts/bench query`, the `_filtered` queries). Empty without such a filter.
+    fn visit_prefilter(&self) -> Sql {
+        let leaves: Vec<(&Leaf, VisitProperty)> = self
+            .spec
+            .filters
+            .iter()
+            .filter_map(needs_an_event_of_its_value)
+            .collect();
+        if leaves.is_empty() {
+            return Sql::new();
+        }
+        let on_event = |(leaf, p): &(&Leaf, VisitProperty)| {
+            let mut c = sql("(");
+            if let Some(when) = visit_event_condition(*p) {
+                c.push(when).push(" AND ");
+            }
+            c.append(&filters::leaf_condition(leaf, &sql(&visit_event_value(*p))))
+                .push(")");
+            c
+        };
+        let mut s = sql(&format!(
+            " AND session_id IN (SELECT session_id FROM {TABLE} WHERE "
+        ));
+        s.append(&self.range(SESSION_LOOKAROUND_SECS))
+            .push(" AND (");
+        let any: Vec<Sql> = leaves.iter().map(on_event).collect();
+        s.join(&any, " OR ");
+        if leaves.len() == 1 {
+            s.push("))");
+            return s;
+        }
+        s.push(") GROUP BY session_id HAVING ");
+        let each: Vec<Sql> = leaves
+            .iter()
+            .map(|l| {
+                let mut c = sql("countIf(");
+                c.append(&on_event(l)).push(") > 0");
+                c
+            })
+            .collect();
+        s.join(&each, " AND ");
+        s.push(")");
+        s
+    }
+
     /// The range's conditions and the filters evaluated on the event itself: all of them
     /// (and the restriction) when `everything`, else the top-level filters that read only
     /// the event (the rest is evaluated after the join).
@@ -433,14 +483,26 @@ impl<'a> Builder<'a> {
             ))
             .push(&format!("SELECT {cols}, anonymous_id FROM {TABLE} WHERE "))
             .append(&self.event_conditions(everything))
+            .append(&self.prefilter_unless(everything))
             .push(") AS ev ANY LEFT JOIN (")
             .append(&identity::owners(self.spec.site_id))
             .push(") AS own USING anonymous_id");
         } else {
             s.push(&format!("SELECT {cols} FROM {TABLE} WHERE "))
-                .append(&self.event_conditions(everything));
+                .append(&self.event_conditions(everything))
+                .append(&self.prefilter_unless(everything));
         }
         s
+    }
+
+    /// [`Self::visit_prefilter`] for the events joined to their visits (`everything`
+    /// false); nothing where the events carry every filter themselves.
+    fn prefilter_unless(&self, everything: bool) -> Sql {
+        if everything {
+            Sql::new()
+        } else {
+            self.visit_prefilter()
+        }
     }
 
     /// The range's events joined to their visit's attributes, with the filters that need
@@ -527,6 +589,7 @@ impl<'a> Builder<'a> {
             .push(") AS g_counted");
         s.push(&format!(" FROM {TABLE} WHERE "))
             .append(&self.range(SESSION_LOOKAROUND_SECS))
+            .append(&self.visit_prefilter())
             .push(" GROUP BY session_id HAVING g_counted > 0");
         let on_visit: Vec<&Filter> = self
             .spec
@@ -593,6 +656,7 @@ impl<'a> Builder<'a> {
         }
         s.push(&format!(" FROM {TABLE} WHERE "))
             .append(&self.range(SESSION_LOOKAROUND_SECS))
+            .append(&self.visit_prefilter())
             .push(" GROUP BY session_id");
         s
     }
@@ -714,44 +778,77 @@ fn utm(param: &str) -> String {
 /// A visit attribute: the value of the visit's first event (its first pageview for the
 /// entry page, its last for the exit page).
 fn visit_aggregate(p: VisitProperty) -> String {
-    let first = |value: &str| format!("argMin({value}, (timestamp, event_id))");
+    let value = visit_event_value(p);
     match p {
         VisitProperty::EntryPage => {
-            "argMinIf(pathname, (timestamp, event_id), type = 'pageview')".into()
+            format!("argMinIf({value}, (timestamp, event_id), {PAGEVIEW})")
         }
         VisitProperty::ExitPage => {
-            "argMaxIf(pathname, (timestamp, event_id), type = 'pageview')".into()
+            format!("argMaxIf({value}, (timestamp, event_id), {PAGEVIEW})")
         }
+        _ => format!("argMin({value}, (timestamp, event_id))"),
+    }
+}
+
+const PAGEVIEW: &str = "type = 'pageview'";
+
+/// The events a visit attribute is taken from, when not all of them.
+fn visit_event_condition(p: VisitProperty) -> Option<&'static str> {
+    matches!(p, VisitProperty::EntryPage | VisitProperty::ExitPage).then_some(PAGEVIEW)
+}
+
+/// What a visit attribute is of each event ([`visit_aggregate`] takes one event's).
+fn visit_event_value(p: VisitProperty) -> String {
+    match p {
+        VisitProperty::EntryPage | VisitProperty::ExitPage => "pathname".into(),
         // The utm_source the visit came with, else the referring site, unless the
         // referrer is the site itself (a visit resumed from its own page).
-        VisitProperty::Source => first(&format!(
+        VisitProperty::Source => format!(
             "if({0} != '', {0}, if(channel = 'Internal', '', domainWithoutWWW(referrer)))",
             utm("utm_source")
-        )),
-        VisitProperty::Referrer => first("if(channel = 'Internal', '', referrer)"),
-        VisitProperty::Channel => first("channel"),
-        VisitProperty::UtmSource => first(&utm("utm_source")),
-        VisitProperty::UtmMedium => first(&utm("utm_medium")),
-        VisitProperty::UtmCampaign => first(&utm("utm_campaign")),
-        VisitProperty::UtmContent => first(&utm("utm_content")),
-        VisitProperty::UtmTerm => first(&utm("utm_term")),
-        VisitProperty::Device => first("device_type"),
-        VisitProperty::Browser => first("browser"),
-        VisitProperty::BrowserVersion => first("browser_version"),
-        VisitProperty::Os => first("operating_system"),
-        VisitProperty::OsVersion => first("operating_system_version"),
-        VisitProperty::Country => first("country"),
-        VisitProperty::Region => first("region"),
-        VisitProperty::City => first("city"),
+        ),
+        VisitProperty::Referrer => "if(channel = 'Internal', '', referrer)".into(),
+        VisitProperty::Channel => "channel".into(),
+        VisitProperty::UtmSource => utm("utm_source"),
+        VisitProperty::UtmMedium => utm("utm_medium"),
+        VisitProperty::UtmCampaign => utm("utm_campaign"),
+        VisitProperty::UtmContent => utm("utm_content"),
+        VisitProperty::UtmTerm => utm("utm_term"),
+        VisitProperty::Device => "device_type".into(),
+        VisitProperty::Browser => "browser".into(),
+        VisitProperty::BrowserVersion => "browser_version".into(),
+        VisitProperty::Os => "operating_system".into(),
+        VisitProperty::OsVersion => "operating_system_version".into(),
+        VisitProperty::Country => "country".into(),
+        VisitProperty::Region => "region".into(),
+        VisitProperty::City => "city".into(),
         VisitProperty::Screen => {
             let mut s = String::from("multiIf(screen_width = 0, ''");
             for (below, class) in SCREEN_CLASSES {
                 s.push_str(&format!(", screen_width < {below}, '{class}'"));
             }
             s.push_str(&format!(", '{SCREEN_WIDEST}')"));
-            first(&s)
+            s
         }
     }
+}
+
+/// A top-level filter that only a visit with some event of the same value can pass: `is`
+/// or `contains` of values none of which is empty, on a visit attribute (the value of
+/// one of its events). Negations, patterns and the empty value can match a visit with no
+/// such event (a visit without a pageview has the empty entry page).
+fn needs_an_event_of_its_value(f: &Filter) -> Option<(&Leaf, VisitProperty)> {
+    let Filter::Leaf(leaf) = f else { return None };
+    let Dimension::Visit(p) = leaf.dimension else {
+        return None;
+    };
+    let empty = leaf.dimension.empty_label();
+    let positive = matches!(leaf.op, Op::Is | Op::Contains);
+    let non_empty = leaf
+        .values
+        .iter()
+        .all(|v| !v.is_empty() && Some(v.as_str()) != empty);
+    (positive && non_empty && !leaf.values.is_empty()).then_some((leaf, p))
 }
 
 #[cfg(test)]
@@ -767,6 +864,10 @@ mod tests {
     const MARCH_AROUND: &str = "site_id = 1 AND timestamp >= toDateTime(1709226000) \
                                 AND timestamp < toDateTime(1711944000) AND is_bot = 0";
     const BERLIN: &str = "Europe/Berlin";
+    /// The visits that can be German (`visit_prefilter`): those with a German event.
+    const DE_VISITS: &str = " AND session_id IN (SELECT session_id FROM events WHERE \
+        site_id = 1 AND timestamp >= toDateTime(1709226000) AND timestamp < toDateTime(1711944000) \
+        AND is_bot = 0 AND (((country IN ('DE')))))";
 
     #[test]
     fn flat_totals() {
@@ -875,7 +976,7 @@ mod tests {
                  'button_click', 'copy', 'form_submit', 'input_change')) = 0) AS g_bounce, \
                  toUInt32(max(timestamp)) - toUInt32(min(timestamp)) AS g_duration, \
                  countIf(({MARCH} AND (if(event_name = '', type, event_name) IN ('signup')))) AS g_counted \
-                 FROM events WHERE {MARCH_AROUND} GROUP BY session_id \
+                 FROM events WHERE {MARCH_AROUND}{DE_VISITS} GROUP BY session_id \
                  HAVING g_counted > 0 AND (s_country IN ('DE'))) GROUP BY d0) \
                  ORDER BY visits DESC, d0 ASC LIMIT 0, 10000"
             )
@@ -903,6 +1004,53 @@ mod tests {
         }
     }
 
+    /// Only a filter that no visit without an event of its value can pass narrows the
+    /// visits read: not a negation, a pattern, the empty value, or a filter inside `or`.
+    #[test]
+    fn visit_filters_narrow_the_visits_read_only_when_they_need_an_event_of_their_value() {
+        let narrowed = |filters: serde_json::Value| {
+            let p = planned(
+                json!({"metrics": ["visitors", "visits"], "dimensions": ["visit:device"], "filters": filters}),
+                BERLIN,
+            );
+            p.main().inline().contains("session_id IN (")
+        };
+        assert!(narrowed(json!([["is", "visit:country", ["DE"]]])));
+        assert!(narrowed(json!([["contains", "visit:source", ["goo"]]])));
+        for kept in [
+            json!([["is_not", "visit:country", ["DE"]]]),
+            json!([["is", "visit:country", ["(not set)"]]]),
+            json!([["is", "visit:source", ["Direct / None"]]]),
+            json!([["matches", "visit:country", ["^D"]]]),
+            json!([["contains_not", "visit:browser", ["Chr"]]]),
+            json!([[
+                "or",
+                [
+                    ["is", "visit:country", ["DE"]],
+                    ["is", "visit:country", ["FR"]]
+                ]
+            ]]),
+            json!([["is", "event:page", ["/a"]]]),
+        ] {
+            assert!(!narrowed(kept.clone()), "{kept}");
+        }
+        // Two: one read, each visit needing both; the entry page from pageviews only.
+        let p = planned(
+            json!({"metrics": ["visitors"], "dimensions": ["visit:device"],
+                   "filters": [["is", "visit:entry_page", ["/a"]], ["contains", "visit:browser", ["Chr"]]]}),
+            BERLIN,
+        );
+        let sql = p.main().inline();
+        assert!(
+            sql.contains("AND ((type = 'pageview' AND (pathname IN ('/a'))) OR (")
+                && sql.contains(
+                    "GROUP BY session_id HAVING countIf((type = 'pageview' AND (pathname IN ('/a')))) > 0 \
+                     AND countIf(("
+                ),
+            "{sql}"
+        );
+    }
+
     #[test]
     fn visit_measures_by_time_group_by_visit_first() {
         let p = planned(
@@ -921,14 +1069,14 @@ mod tests {
                  SELECT toString(toDate(timestamp, 'Europe/Berlin')) AS d0, session_id, any(s_bounce) AS g_bounce, \
                  any(s_duration) AS g_duration, any(s_pageviews) AS g_views FROM (\
                  SELECT event_id, type, user_id, session_id, timestamp, event_name FROM events WHERE {MARCH} \
-                 AND (if(event_name = '', type, event_name) IN ('signup'))) AS ev \
+                 AND (if(event_name = '', type, event_name) IN ('signup')){DE_VISITS}) AS ev \
                  ANY LEFT JOIN (SELECT session_id, \
                  argMin(country, (timestamp, event_id)) AS s_country, \
                  arrayUniq(groupArrayIf(event_id, type = 'pageview')) AS s_pageviews, \
                  toUInt8(s_pageviews = 1 AND countIf(type IN ('custom_event', 'outbound', \
                  'button_click', 'copy', 'form_submit', 'input_change')) = 0) AS s_bounce, \
                  toUInt32(max(timestamp)) - toUInt32(min(timestamp)) AS s_duration \
-                 FROM events WHERE {MARCH_AROUND} GROUP BY session_id) AS vis USING session_id \
+                 FROM events WHERE {MARCH_AROUND}{DE_VISITS} GROUP BY session_id) AS vis USING session_id \
                  WHERE (s_country IN ('DE')) GROUP BY d0, session_id) GROUP BY d0) \
                  ORDER BY d0 ASC LIMIT 0, 10000"
             )

@@ -2149,6 +2149,14 @@ pub fn filters() -> Vec<(&'static str, Value)> {
             json!([["is", "visit:channel", ["Organic Search"]]]),
         ),
         (
+            "is visit:entry_page and is visit:exit_page and contains visit:browser",
+            json!([
+                ["is", "visit:entry_page", ["/", "/pricing"]],
+                ["is", "visit:exit_page", ["/pricing", "/about"]],
+                ["contains", "visit:browser", ["Chr", "Fire"]]
+            ]),
+        ),
+        (
             "is visit:os_version (not set)",
             json!([["is", "visit:os_version", ["(not set)"]]]),
         ),
