@@ -243,7 +243,8 @@ impl Db {
     /// every server ran the `ALTER` once per shard, the second failing with "already
     /// exists". Fixed upstream in 20.12; this works on every version.
     ///
-    /// A column that exists already counts as added (a concurrent `migrate`), and an
+    /// A table no server has a replica of is altered on the connected server alone. A
+    /// column that exists already counts as added (a concurrent `migrate`), and an
     /// `ALTER` that a replica not active now will run when it returns as run. Fails
     /// when `CLICKHOUSE_NODES` does not reach every group: a shard left out would keep
     /// the old schema, or a person's rows.
@@ -281,6 +282,13 @@ impl Db {
                 Err(e) => unanswered.push(format!("{url}: {e}")),
             }
         }
+        if groups.is_empty() {
+            // No server holds a replica of it: a table that is not replicated (the
+            // compatibility check runs the cluster's schema on one engine), or one that
+            // does not exist, which the connected server then says.
+            done_or_under_way(table, bind(self.root.query(&sql)).execute().await)?;
+            return Ok(1);
+        }
         let shards: u64 = self
             .root
             .query(clickhouse_versions::CLUSTER_SHARDS)
@@ -311,14 +319,24 @@ impl Db {
                 .with_setting("replication_alter_partitions_sync", "2")
                 .execute()
                 .await;
-            match run {
-                Err(e) if clickhouse_versions::is_duplicate_column(&e) => {}
-                Err(e) if clickhouse_versions::is_unfinished(&e) => {
-                    tracing::warn!(table, error = %e, "ALTER waits for a replica that is not active");
-                }
-                other => other?,
-            }
+            done_or_under_way(table, run)?;
         }
         Ok(groups.len())
+    }
+}
+
+/// An `ALTER`'s answer, with a column that exists already taken as added and an `ALTER`
+/// a replica not active now will run from the replication log as run.
+fn done_or_under_way(
+    table: &str,
+    answer: Result<(), clickhouse::error::Error>,
+) -> Result<(), clickhouse::error::Error> {
+    match answer {
+        Err(e) if clickhouse_versions::is_duplicate_column(&e) => Ok(()),
+        Err(e) if clickhouse_versions::is_unfinished(&e) => {
+            tracing::warn!(table, error = %e, "ALTER waits for a replica that is not active");
+            Ok(())
+        }
+        other => other,
     }
 }
