@@ -397,7 +397,7 @@ impl<'a> Builder<'a> {
         s
     }
 
-    /// ` AND session_id IN (…)`: the visits that have, for each top-level filter on a
+    /// ` AND session_id GLOBAL IN (…)`: the visits that have, for each top-level filter on a
     /// visit attribute that [`needs_an_event_of_its_value`], an event of a value it
     /// keeps (read over the range and its lookaround, as the attributes are). Every
     /// visit those filters keep is among them, so the figures are the same; a filtered
@@ -422,8 +422,11 @@ impl<'a> Builder<'a> {
                 .push(")");
             c
         };
+        // GLOBAL: on a cluster `events` is a `Distributed` table and a visit's events are
+        // on both shards, so the set is made once, over all of them, and sent to each
+        // (a plain IN there is refused, code 288); on one server it is a plain IN.
         let mut s = sql(&format!(
-            " AND session_id IN (SELECT session_id FROM {TABLE} WHERE "
+            " AND session_id GLOBAL IN (SELECT session_id FROM {TABLE} WHERE "
         ));
         s.append(&self.range(SESSION_LOOKAROUND_SECS))
             .push(" AND (");
@@ -865,7 +868,7 @@ mod tests {
                                 AND timestamp < toDateTime(1711944000) AND is_bot = 0";
     const BERLIN: &str = "Europe/Berlin";
     /// The visits that can be German (`visit_prefilter`): those with a German event.
-    const DE_VISITS: &str = " AND session_id IN (SELECT session_id FROM events WHERE \
+    const DE_VISITS: &str = " AND session_id GLOBAL IN (SELECT session_id FROM events WHERE \
         site_id = 1 AND timestamp >= toDateTime(1709226000) AND timestamp < toDateTime(1711944000) \
         AND is_bot = 0 AND (((country IN ('DE')))))";
 
@@ -1013,7 +1016,7 @@ mod tests {
                 json!({"metrics": ["visitors", "visits"], "dimensions": ["visit:device"], "filters": filters}),
                 BERLIN,
             );
-            p.main().inline().contains("session_id IN (")
+            p.main().inline().contains("session_id GLOBAL IN (")
         };
         assert!(narrowed(json!([["is", "visit:country", ["DE"]]])));
         assert!(narrowed(json!([["contains", "visit:source", ["goo"]]])));
