@@ -207,6 +207,24 @@ async fn the_schema_is_distributed_over_replicated_tables_and_the_registry_is_ev
     }
 }
 
+/// Waits until every server answers `sql` with `want` (trimmed), for at most `within`
+/// each.
+async fn every_node_answers(sql: &str, want: &str, within: Duration) {
+    for (name, url) in nodes() {
+        Pace::within(within)
+            .every(Duration::from_millis(200))
+            .poll_until(&format!("{name}: {sql}"), || async {
+                let got = on_node(&url, sql).await;
+                if got.trim() == want {
+                    Ok(())
+                } else {
+                    Err(got)
+                }
+            })
+            .await;
+    }
+}
+
 /// `Db::alter` (not `ON CLUSTER`, whose DDL worker 18.16 can stop for good): once per
 /// replication group, reaching every server, and refused when CLICKHOUSE_NODES misses a
 /// shard.
@@ -225,19 +243,7 @@ async fn an_alter_runs_once_per_replication_group_and_reaches_every_server() {
     );
     // A replica restarted by an earlier test may take the ALTER from the log a moment later.
     let on_every_node = |sql: String, want: &'static str| async move {
-        for (name, url) in nodes() {
-            Pace::within(Duration::from_secs(60))
-                .every(Duration::from_millis(200))
-                .poll_until(&format!("{name}: {sql}"), || async {
-                    let got = on_node(&url, &sql).await;
-                    if got.trim() == want {
-                        Ok(())
-                    } else {
-                        Err(got)
-                    }
-                })
-                .await;
-        }
+        every_node_answers(&sql, want, Duration::from_secs(60)).await
     };
     on_every_node(has_column.clone(), "1").await;
     // Again: the column is there, which counts as added.
@@ -496,19 +502,7 @@ async fn the_stats_api_answers_on_the_cluster_as_computed_from_the_events_writte
     assert!(run["days_computed"].as_u64().unwrap() > 0, "{run}");
     let markers = run["days_computed"].to_string();
     let sql = format!("SELECT count() FROM stats_days WHERE site_id = {site_id} AND kind = 0");
-    for (name, url) in nodes() {
-        Pace::within(Duration::from_secs(30))
-            .every(Duration::from_millis(200))
-            .poll_until(&format!("{name} has every day's marker"), || async {
-                let n = on_node(&url, &sql).await;
-                if n.trim() == markers {
-                    Ok(())
-                } else {
-                    Err(n)
-                }
-            })
-            .await;
-    }
+    every_node_answers(&sql, &markers, Duration::from_secs(30)).await;
     let failures = rivulet_tests::stats::mismatches(&admin.url, &key, &ds, &queries).await;
     assert!(
         failures.is_empty(),
