@@ -228,6 +228,9 @@ pub struct Db {
     pub nodes: Vec<String>,
 }
 
+/// How long [`Db::alter`] waits for a server to say which replication groups it holds.
+const GROUP_LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Db {
     /// `ALTER TABLE {database}.{table} {action}`, with `bind` giving the action's `?`
     /// values, where it must run: on a single server, there; on a cluster, on one server
@@ -247,7 +250,9 @@ impl Db {
     /// column that exists already counts as added (a concurrent `migrate`), and an
     /// `ALTER` that a replica not active now will run when it returns as run. Fails
     /// when `CLICKHOUSE_NODES` does not reach every group: a shard left out would keep
-    /// the old schema, or a person's rows.
+    /// the old schema, or a person's rows. A server that does not say which groups it
+    /// holds within 10 s (cut off by the network) is left out, so its group must be
+    /// reached through another of its replicas.
     pub async fn alter(
         &self,
         table: &str,
@@ -265,21 +270,26 @@ impl Db {
         let mut unanswered = Vec::new();
         for url in &self.nodes {
             let node = self.root.clone().with_url(url);
-            let paths = node
-                .query(clickhouse_versions::REPLICATION_GROUP)
-                .bind(&self.database)
-                .bind(table)
-                .fetch_all::<String>()
-                .await;
+            // A server cut off by the network never answers, and the client has no
+            // time-out of its own: without one an erasure would wait for it forever.
+            let paths = tokio::time::timeout(
+                GROUP_LOOKUP_TIMEOUT,
+                node.query(clickhouse_versions::REPLICATION_GROUP)
+                    .bind(&self.database)
+                    .bind(table)
+                    .fetch_all::<String>(),
+            )
+            .await;
             match paths {
-                Ok(paths) => {
+                Err(_) => unanswered.push(format!("{url}: no answer in {GROUP_LOOKUP_TIMEOUT:?}")),
+                Ok(Err(e)) => unanswered.push(format!("{url}: {e}")),
+                Ok(Ok(paths)) => {
                     if let Some(path) = paths.into_iter().next() {
                         if !groups.iter().any(|(p, _)| *p == path) {
                             groups.push((path, node));
                         }
                     }
                 }
-                Err(e) => unanswered.push(format!("{url}: {e}")),
             }
         }
         if groups.is_empty() {

@@ -26,13 +26,19 @@ pub fn topic_dlq() -> String {
     config::string("KAFKA_TOPIC_DLQ", DEFAULT_TOPIC_DLQ)
 }
 
-/// A client configuration with the brokers set and librdkafka's own logs quietened.
+/// A client configuration with the brokers set and librdkafka's own logs quietened,
+/// unless `KAFKA_DEBUG` names librdkafka debug contexts (`eos`, `broker`, `protocol`, …)
+/// to log at debug level, for diagnosing a client that does not recover.
 #[cfg(feature = "kafka")]
 pub fn base_config() -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", brokers())
         .set("client.id", "rivulet")
         .set("log_level", "4");
+    let debug = config::string("KAFKA_DEBUG", "");
+    if !debug.trim().is_empty() {
+        c.set("debug", debug.trim());
+    }
     c
 }
 

@@ -119,38 +119,38 @@ pub async fn delete_topic(name: &str) {
 
 /// How many messages of `topic` the consumer group `group` has not committed: 0 once
 /// every message it read is stored (an enricher commits only after its insert). Blocks.
-pub fn group_lag(group: &str, topic: &str) -> i64 {
+/// An error is the brokers' answer of the moment (a partition whose leader is moving
+/// answers "not leader" for a while): callers that poll ask again.
+pub fn group_lag(group: &str, topic: &str) -> Result<i64, String> {
     crate::load_stack_env();
     let consumer: BaseConsumer = rivulet_common::kafka::base_config()
         .set("group.id", group)
         .set("enable.auto.commit", "false")
         .create()
-        .unwrap();
+        .map_err(|e| format!("a consumer: {e}"))?;
     let timeout = Duration::from_secs(10);
     let md = consumer
         .fetch_metadata(Some(topic), timeout)
-        .expect("Kafka metadata");
+        .map_err(|e| format!("Kafka metadata: {e}"))?;
     let mut tpl = TopicPartitionList::new();
     for p in md.topics()[0].partitions() {
         tpl.add_partition(topic, p.id());
     }
     let committed = consumer
         .committed_offsets(tpl, timeout)
-        .expect("the group's committed offsets");
-    committed
-        .elements()
-        .iter()
-        .map(|e| {
-            let (low, high) = consumer
-                .fetch_watermarks(topic, e.partition(), timeout)
-                .unwrap();
-            let at = match e.offset() {
-                Offset::Offset(o) => o,
-                _ => low,
-            };
-            high - at
-        })
-        .sum()
+        .map_err(|e| format!("the group's committed offsets: {e}"))?;
+    let mut lag = 0;
+    for e in committed.elements() {
+        let (low, high) = consumer
+            .fetch_watermarks(topic, e.partition(), timeout)
+            .map_err(|err| format!("the watermarks of partition {}: {err}", e.partition()))?;
+        let at = match e.offset() {
+            Offset::Offset(o) => o,
+            _ => low,
+        };
+        lag += high - at;
+    }
+    Ok(lag)
 }
 
 /// Waits until `group` has committed every message of `topic`.
@@ -165,8 +165,9 @@ pub async fn wait_group_caught_up(group: &str, topic: &str, within: Duration) {
                     .await
                     .unwrap()
                 {
-                    0 => Ok(()),
-                    lag => Err(format!("{lag} messages not committed")),
+                    Ok(0) => Ok(()),
+                    Ok(lag) => Err(format!("{lag} messages not committed")),
+                    Err(e) => Err(e),
                 }
             },
         )

@@ -294,6 +294,10 @@ pub async fn start_ingest_in(net: &Net, member: &str, extra: &[(&str, &str)]) ->
         ("RATE_LIMIT_PER_SECOND", "10000".into()),
         ("EVENT_RATE_LIMIT_PER_SECOND", "100000".into()),
         ("AUTH_FAILURE_BURST", "0".into()),
+        // The idempotent producer's states (drain, epoch bump, producer id) in its log:
+        // what a failure report shows when an ingest does not recover.
+        ("KAFKA_DEBUG", "eos".into()),
+        ("RUST_LOG", "info,librdkafka=debug".into()),
         (
             "KAFKA_ACK_TIMEOUT_MS",
             KAFKA_ACK_TIMEOUT.as_millis().to_string(),
@@ -368,16 +372,46 @@ pub fn start_group_at_end(group: &str, topic: &str) {
 /// The partitions of `topic` and the broker (`kafka-N`, node id N) that leads each, as
 /// the metadata of the brokers this process reaches says.
 pub fn leaders(topic: &str) -> Vec<(i32, String)> {
+    partition_states(topic)
+        .into_iter()
+        .map(|(p, leader, _, _)| (p, format!("kafka-{leader}")))
+        .collect()
+}
+
+/// Each partition of `topic` as the brokers' metadata has it: its id, leader, replicas
+/// and in-sync replicas (broker ids).
+/// Blocks; asks again for up to 60 s while the brokers answer with an error (a partition
+/// whose leader is moving answers "not leader" for a while, which is no failure).
+pub fn partition_states(topic: &str) -> Vec<(i32, i32, Vec<i32>, Vec<i32>)> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     let consumer: BaseConsumer = rivulet_common::kafka::base_config().create().unwrap();
-    let md = consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .unwrap();
-    md.topics()[0]
-        .partitions()
+    let started = std::time::Instant::now();
+    loop {
+        match consumer.fetch_metadata(Some(topic), Duration::from_secs(10)) {
+            Ok(md) => {
+                return md.topics()[0]
+                    .partitions()
+                    .iter()
+                    .map(|p| (p.id(), p.leader(), p.replicas().to_vec(), p.isr().to_vec()))
+                    .collect()
+            }
+            Err(e) if started.elapsed() > Duration::from_secs(60) => {
+                panic!("the metadata of {topic}: {e}, for 60 s")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
+/// [`partition_states`] as one line for a log or a failure's message.
+pub fn describe_partitions(states: &[(i32, i32, Vec<i32>, Vec<i32>)]) -> String {
+    states
         .iter()
-        .map(|p| (p.id(), format!("kafka-{}", p.leader())))
-        .collect()
+        .map(|(p, leader, replicas, isr)| {
+            format!("{p}: leader {leader}, replicas {replicas:?}, in sync {isr:?}")
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The PID of a stack node from its PID file (`RIVULET_STACK_DIR/run/NODE.pid`).
@@ -575,9 +609,23 @@ impl Load {
     /// POSTs one event until an ingest answers 200 (alternating ingests, pausing between
     /// attempts), recording each attempt; whether it was acknowledged.
     async fn send(&self, event_id: &str, body: &serde_json::Value, record: bool) -> bool {
+        self.send_or_why(event_id, body, record).await.is_ok()
+    }
+
+    /// [`Self::send`], and when the event is not acknowledged, why: the attempts made and
+    /// the last answer of each ingest, so that a failure names what the services said.
+    async fn send_or_why(
+        &self,
+        event_id: &str,
+        body: &serde_json::Value,
+        record: bool,
+    ) -> Result<(), String> {
+        let started = Instant::now();
         let first = self.next.fetch_add(1, Ordering::Relaxed) as usize;
         let give_up = Instant::now() + GIVE_UP_AFTER;
         let mut pause = FIRST_PAUSE;
+        let mut last: Vec<Option<Outcome>> = vec![None; self.ingests.len()];
+        let mut tries = 0;
         for i in 0.. {
             let url = &self.ingests[(first + i) % self.ingests.len()];
             let at = self.now();
@@ -598,6 +646,8 @@ impl Load {
                 Err(_) => Outcome::Failed,
             };
             let took = t.elapsed();
+            tries += 1;
+            last[(first + i) % self.ingests.len()] = Some(outcome);
             {
                 let mut l = self.ledger.lock().unwrap();
                 if record {
@@ -606,11 +656,11 @@ impl Load {
                 match outcome {
                     Outcome::Ok => {
                         l.acked.insert(event_id.to_string());
-                        return true;
+                        return Ok(());
                     }
                     Outcome::Status(s) if s != 429 && s < 500 => {
                         l.unexpected.push(s);
-                        return false;
+                        return Err(format!("answered {s} by {url}, which is not retried"));
                     }
                     _ => {}
                 }
@@ -622,7 +672,17 @@ impl Load {
             pause = (pause * 2).min(MAX_PAUSE);
         }
         self.ledger.lock().unwrap().gave_up += 1;
-        false
+        let answers = self
+            .ingests
+            .iter()
+            .zip(&last)
+            .map(|(u, o)| format!("{u}: {o:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Err(format!(
+            "not acknowledged after {tries} attempts in {:.1?}; the last answers: {answers}",
+            started.elapsed()
+        ))
     }
 
     fn body(&self, event_id: &str, user_id: Option<&str>) -> serde_json::Value {
@@ -689,15 +749,25 @@ impl Load {
             let load = self.clone();
             let event = id.clone();
             sends.push(tokio::spawn(async move {
-                load.send(&event, &body, false).await
+                load.send_or_why(&event, &body, false).await
             }));
             ids.push(id);
         }
-        for s in futures::future::join_all(sends).await {
-            if !s.unwrap() {
-                return Err("a probe was never acknowledged".into());
-            }
+        let failed: Vec<String> = futures::future::join_all(sends)
+            .await
+            .into_iter()
+            .enumerate()
+            .filter_map(|(p, s)| s.unwrap().err().map(|why| format!("partition {p}: {why}")))
+            .collect();
+        if !failed.is_empty() {
+            return Err(format!(
+                "{} of {} probes never acknowledged: {}",
+                failed.len(),
+                self.partitions,
+                failed.join("; ")
+            ));
         }
+        let acked_after = started.elapsed();
         let list = ids
             .iter()
             .map(|id| format!("'{id}'"))
@@ -711,10 +781,14 @@ impl Load {
         let n = crate::wait_count(&sql, ids.len() as u64, left).await;
         if n < ids.len() as u64 {
             return Err(format!(
-                "{n} of {} probes in ClickHouse after {within:?}",
+                "{n} of {} probes in ClickHouse after {within:?} (all acknowledged after {acked_after:.1?})",
                 ids.len()
             ));
         }
+        eprintln!(
+            "probes acknowledged after {acked_after:.1?}, in ClickHouse after {:.1?}",
+            started.elapsed()
+        );
         Ok(started.elapsed())
     }
 

@@ -218,6 +218,53 @@ impl Run {
         );
     }
 
+    /// The last lines of each ingest's log but the ones each failed request writes:
+    /// what a failure report needs to say why the services did not acknowledge.
+    fn ingest_log_tails(&self) -> String {
+        const PER_REQUEST: [&str; 4] = [
+            "\"message\":\"request failed\"",
+            "\"message\":\"Kafka delivery failed\"",
+            "\"message\":\"event not acknowledged by Kafka\"",
+            "Timed out ProduceRequest in flight",
+        ];
+        self.ingests
+            .iter()
+            .map(|s| {
+                let logs = s.logs();
+                let lines: Vec<&str> = logs
+                    .lines()
+                    .filter(|l| !PER_REQUEST.iter().any(|p| l.contains(p)))
+                    .collect();
+                let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+                format!("--- {} ({}):\n{tail}", s.url, s.log.display())
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Waits until every replica of every partition of the topic is in sync again, up
+    /// to `within`: a fault is applied to a whole cluster, not to one still catching up
+    /// from the last (where a partition can have fewer in-sync replicas than
+    /// `min.insync.replicas` allows to write, whatever Rivulet does). Panics with the
+    /// partitions' state when they do not.
+    async fn wait_replicas_in_sync(&self, within: Duration) -> Duration {
+        let started = Instant::now();
+        loop {
+            let topic = self.topic.clone();
+            let states = Self::blocking(move || partition_states(&topic)).await;
+            if states.iter().all(|(_, _, r, isr)| isr.len() == r.len()) {
+                return started.elapsed();
+            }
+            if started.elapsed() > within {
+                panic!(
+                    "the partitions' replicas not all in sync after {within:?}: {}",
+                    describe_partitions(&states)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
     /// Polls the metadata until partition 0 is led by another broker than `old`: when.
     async fn wait_leader_moved(&self, old: &str, within: Duration) -> Option<Duration> {
         let started = Instant::now();
@@ -396,7 +443,10 @@ impl Run {
                 let (held, member) = best;
                 assert!(held > 0, "no enricher holds a partition");
                 let (g, t) = (self.group.clone(), self.topic.clone());
-                let lag = Self::blocking(move || rivulet_tests::group_lag(&g, &t)).await;
+                // Asked before the cut, on a whole cluster: an error here is a failure.
+                let lag = Self::blocking(move || rivulet_tests::group_lag(&g, &t))
+                    .await
+                    .unwrap_or_else(|e| panic!("the group's lag before the cut: {e}"));
                 self.log(&format!(
                     "{member} (holds {held} partitions; {lag} messages of the group uncommitted) cut off from Kafka"
                 ));
@@ -636,6 +686,10 @@ async fn nothing_acknowledged_is_lost_or_doubled_under_partitions() {
     for nemesis in &p.nemeses {
         let d = nemesis.duration(run.full);
         let title = nemesis.title(d);
+        let in_sync_after = run.wait_replicas_in_sync(Duration::from_secs(180)).await;
+        if in_sync_after > Duration::from_secs(1) {
+            run.log(&format!("every replica in sync after {in_sync_after:.1?}"));
+        }
         run.log(&title);
         load.set_tag(&format!("/{}", nemesis.slug()));
         let from = load.now();
@@ -644,7 +698,18 @@ async fn nothing_acknowledged_is_lost_or_doubled_under_partitions() {
         let recovery = load
             .probe_partitions(Duration::from_secs(600))
             .await
-            .unwrap_or_else(|e| panic!("{title}: no recovery: {e}"));
+            .unwrap_or_else(|e| {
+                let topic = run.topic.clone();
+                let states =
+                    std::thread::spawn(move || describe_partitions(&partition_states(&topic)))
+                        .join()
+                        .unwrap_or_default();
+                panic!(
+                    "{title}: no recovery: {e}\n{}: {states}\nthe ingests' logs end with:\n{}",
+                    run.topic,
+                    run.ingest_log_tails()
+                )
+            });
         let fault = load.window(from, healed);
         let after = load.window(healed, load.now());
         run.log(&format!(
@@ -660,6 +725,7 @@ async fn nothing_acknowledged_is_lost_or_doubled_under_partitions() {
             "share_not_200": (fault.share_not_200() * 10_000.0).round() / 10_000.0,
             "longest_wait_ms": millis(fault.longest_wait.max(after.longest_wait)),
             "recovery_seconds": secs(recovery),
+            "replicas_in_sync_before_after_seconds": secs(in_sync_after),
             "details": details,
         }));
         load.set_tag("/steady");
