@@ -3,10 +3,11 @@
 //!
 //! Messages are enqueued without blocking and their acks awaited concurrently; a full
 //! producer queue makes the caller wait (backpressure) up to the ack timeout. A
-//! background probe tracks whether the broker answers, so that while Kafka is down
+//! background probe tracks whether the brokers answer, so that while Kafka is down
 //! requests fail fast with 503 instead of each waiting for the timeout, and recover by
-//! themselves when it returns. The acks themselves are served on the runtime
-//! (`serve_reports`, see `producer`).
+//! themselves when it returns ([`Reachability`]: one broker cut off, or a partition
+//! whose leader is moving, is not Kafka down). The acks themselves are served on the
+//! runtime (`serve_reports`, see `producer`).
 
 use crate::producer::{AckProducer, Delivery};
 use metrics::Counter;
@@ -96,11 +97,80 @@ pub struct KafkaSettings {
     pub compression: String,
 }
 
+/// Whether Kafka counts as reachable, from the metadata probes' answers.
+///
+/// A probe is one metadata request, which librdkafka sends to one broker: with one broker
+/// cut off it can time out while the others take every write, and while a partition's
+/// leader moves the brokers answer it with that partition's error. Counting either as
+/// "Kafka down" made an ingest answer every request 503 for a second or more, over and
+/// over, during a single broker's partition (the partition suite saw it). So an answer
+/// with a broker's error code counts as reachable, and once Kafka has answered, it counts
+/// as down only after [`PROBES_TO_GO_DOWN`] probes in a row got no answer. Before the
+/// first answer one is enough: a fresh ingest claims nothing it does not know.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Reachability {
+    answered_once: bool,
+    unanswered_in_a_row: u32,
+}
+
+/// Probes in a row without an answer that make Kafka count as down (the probe runs every
+/// second and waits up to 1.5 s: 2 to 5 s).
+pub const PROBES_TO_GO_DOWN: u32 = 2;
+
+/// What one probe got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeAnswer {
+    /// The brokers answered with the topic and its partitions.
+    Topic,
+    /// The brokers answered, with an error of theirs (a partition's leader moving): they
+    /// are there, and the producer finds the partitions' leaders by itself.
+    BrokerError,
+    /// The topic is not there: nothing can be written.
+    NoTopic,
+    /// No broker answered in time (librdkafka's own error: timed out, transport).
+    NoAnswer,
+}
+
+impl ProbeAnswer {
+    /// From `fetch_metadata`'s result: whether the topic had partitions, or the error.
+    pub fn of(result: Result<bool, RDKafkaErrorCode>) -> ProbeAnswer {
+        match result {
+            Ok(true) => ProbeAnswer::Topic,
+            Ok(false) | Err(RDKafkaErrorCode::UnknownTopicOrPartition) => ProbeAnswer::NoTopic,
+            // librdkafka's own errors are negative; the brokers' are positive.
+            Err(code) if (code as i32) < 0 => ProbeAnswer::NoAnswer,
+            Err(_) => ProbeAnswer::BrokerError,
+        }
+    }
+}
+
+impl Reachability {
+    /// Takes one probe's answer; whether Kafka counts as up now.
+    pub fn observe(&mut self, answer: ProbeAnswer) -> bool {
+        match answer {
+            ProbeAnswer::Topic | ProbeAnswer::BrokerError => {
+                self.answered_once = true;
+                self.unanswered_in_a_row = 0;
+                true
+            }
+            // Nothing can be written: no reason to wait for a second probe.
+            ProbeAnswer::NoTopic => {
+                self.unanswered_in_a_row = PROBES_TO_GO_DOWN;
+                false
+            }
+            ProbeAnswer::NoAnswer => {
+                self.unanswered_in_a_row = self.unanswered_in_a_row.saturating_add(1);
+                self.answered_once && self.unanswered_in_a_row < PROBES_TO_GO_DOWN
+            }
+        }
+    }
+}
+
 pub struct KafkaSink {
     producer: RwLock<Arc<AckProducer>>,
     settings: KafkaSettings,
     up: AtomicBool,
-    /// The first probe has answered: until then `up` is only a guess.
+    /// The first probe has finished: until then `up` is only a guess.
     probed: AtomicBool,
     /// Signalled by librdkafka when delivery reports are waiting (see `producer`).
     reports: Arc<Notify>,
@@ -140,6 +210,7 @@ impl KafkaSink {
     /// Probes the broker every second until the process ends; rebuilds the producer if
     /// librdkafka reports a fatal error (it cannot be used after one).
     pub async fn watch(self: Arc<Self>) {
+        let mut reachability = Reachability::default();
         loop {
             let producer = self.producer();
             if let Some((code, reason)) = producer.client().fatal_error() {
@@ -151,18 +222,17 @@ impl KafkaSink {
             }
             let topic = self.settings.topic.clone();
             let p = self.producer();
-            let ok = tokio::task::spawn_blocking(move || {
-                p.client()
+            let answer = tokio::task::spawn_blocking(move || {
+                let result = p
+                    .client()
                     .fetch_metadata(Some(&topic), Timeout::After(Duration::from_millis(1500)))
-                    .map(|md| {
-                        md.topics()
-                            .iter()
-                            .any(|t| t.error().is_none() && !t.partitions().is_empty())
-                    })
-                    .unwrap_or(false)
+                    .map(|md| md.topics().iter().any(|t| !t.partitions().is_empty()))
+                    .map_err(|e| e.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail));
+                ProbeAnswer::of(result)
             })
             .await
-            .unwrap_or(false);
+            .unwrap_or(ProbeAnswer::NoAnswer);
+            let ok = reachability.observe(answer);
             let was_up = self.up.swap(ok, Ordering::Relaxed);
             self.probed.store(true, Ordering::Relaxed);
             if was_up != ok {
@@ -337,4 +407,70 @@ async fn await_ack(delivery: Arc<Delivery>, deadline: Instant) -> Result<(), Sin
 
 fn ack_result(ack: crate::producer::Ack) -> Result<(), SinkError> {
     ack.map_err(|e| SinkError::Rejected(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ProbeAnswer, Reachability, PROBES_TO_GO_DOWN};
+    use rdkafka::error::RDKafkaErrorCode;
+
+    #[test]
+    fn a_brokers_error_is_an_answer_and_librdkafkas_own_is_none() {
+        use ProbeAnswer::*;
+        assert_eq!(ProbeAnswer::of(Ok(true)), Topic);
+        assert_eq!(ProbeAnswer::of(Ok(false)), NoTopic);
+        assert_eq!(
+            ProbeAnswer::of(Err(RDKafkaErrorCode::UnknownTopicOrPartition)),
+            NoTopic
+        );
+        for code in [
+            RDKafkaErrorCode::NotLeaderForPartition,
+            RDKafkaErrorCode::LeaderNotAvailable,
+            RDKafkaErrorCode::NotEnoughReplicas,
+        ] {
+            assert_eq!(ProbeAnswer::of(Err(code)), BrokerError, "{code:?}");
+        }
+        for code in [
+            RDKafkaErrorCode::OperationTimedOut,
+            RDKafkaErrorCode::AllBrokersDown,
+            RDKafkaErrorCode::BrokerTransportFailure,
+            RDKafkaErrorCode::Fail,
+        ] {
+            assert_eq!(ProbeAnswer::of(Err(code)), NoAnswer, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn kafka_is_down_after_probes_in_a_row_without_an_answer_once_it_has_answered() {
+        let mut r = Reachability::default();
+        assert!(r.observe(ProbeAnswer::Topic));
+        for _ in 1..PROBES_TO_GO_DOWN {
+            assert!(
+                r.observe(ProbeAnswer::NoAnswer),
+                "one broker cut off is not Kafka down"
+            );
+        }
+        assert!(!r.observe(ProbeAnswer::NoAnswer));
+        assert!(!r.observe(ProbeAnswer::NoAnswer));
+        assert!(
+            r.observe(ProbeAnswer::BrokerError),
+            "the first answer is enough to be up"
+        );
+        assert!(r.observe(ProbeAnswer::NoAnswer));
+        assert!(
+            r.observe(ProbeAnswer::Topic),
+            "an answer starts the count again"
+        );
+        assert!(r.observe(ProbeAnswer::NoAnswer));
+    }
+
+    #[test]
+    fn before_its_first_answer_and_without_the_topic_kafka_is_down_at_once() {
+        let mut fresh = Reachability::default();
+        assert!(!fresh.observe(ProbeAnswer::NoAnswer));
+        let mut r = Reachability::default();
+        assert!(r.observe(ProbeAnswer::Topic));
+        assert!(!r.observe(ProbeAnswer::NoTopic));
+        assert!(r.observe(ProbeAnswer::Topic));
+    }
 }
