@@ -380,27 +380,23 @@ pub fn leaders(topic: &str) -> Vec<(i32, String)> {
 
 /// Each partition of `topic` as the brokers' metadata has it: its id, leader, replicas
 /// and in-sync replicas (broker ids).
+///
 /// Blocks; asks again for up to 60 s while the brokers answer with an error (a partition
 /// whose leader is moving answers "not leader" for a while, which is no failure).
 pub fn partition_states(topic: &str) -> Vec<(i32, i32, Vec<i32>, Vec<i32>)> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     let consumer: BaseConsumer = rivulet_common::kafka::base_config().create().unwrap();
-    let started = std::time::Instant::now();
-    loop {
-        match consumer.fetch_metadata(Some(topic), Duration::from_secs(10)) {
-            Ok(md) => {
-                return md.topics()[0]
-                    .partitions()
-                    .iter()
-                    .map(|p| (p.id(), p.leader(), p.replicas().to_vec(), p.isr().to_vec()))
-                    .collect()
-            }
-            Err(e) if started.elapsed() > Duration::from_secs(60) => {
-                panic!("the metadata of {topic}: {e}, for 60 s")
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(500)),
-        }
-    }
+    Pace::within(Duration::from_secs(60))
+        .every(Duration::from_millis(500))
+        .poll_blocking(|| consumer.fetch_metadata(Some(topic), Duration::from_secs(10)))
+        .map(|md| {
+            md.topics()[0]
+                .partitions()
+                .iter()
+                .map(|p| (p.id(), p.leader(), p.replicas().to_vec(), p.isr().to_vec()))
+                .collect()
+        })
+        .unwrap_or_else(|e| panic!("the metadata of {topic}: {e}, for 60 s"))
 }
 
 /// [`partition_states`] as one line for a log or a failure's message.
@@ -627,7 +623,8 @@ impl Load {
         let mut last: Vec<Option<Outcome>> = vec![None; self.ingests.len()];
         let mut tries = 0;
         for i in 0.. {
-            let url = &self.ingests[(first + i) % self.ingests.len()];
+            let slot = (first + i) % self.ingests.len();
+            let url = &self.ingests[slot];
             let at = self.now();
             let t = Instant::now();
             let r = self
@@ -647,7 +644,7 @@ impl Load {
             };
             let took = t.elapsed();
             tries += 1;
-            last[(first + i) % self.ingests.len()] = Some(outcome);
+            last[slot] = Some(outcome);
             {
                 let mut l = self.ledger.lock().unwrap();
                 if record {

@@ -249,20 +249,19 @@ impl Run {
     /// partitions' state when they do not.
     async fn wait_replicas_in_sync(&self, within: Duration) -> Duration {
         let started = Instant::now();
-        loop {
-            let topic = self.topic.clone();
-            let states = Self::blocking(move || partition_states(&topic)).await;
-            if states.iter().all(|(_, _, r, isr)| isr.len() == r.len()) {
-                return started.elapsed();
-            }
-            if started.elapsed() > within {
-                panic!(
-                    "the partitions' replicas not all in sync after {within:?}: {}",
-                    describe_partitions(&states)
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        Pace::within(within)
+            .every(Duration::from_millis(500))
+            .poll_until("every replica of the topic in sync", || async {
+                let topic = self.topic.clone();
+                let states = Self::blocking(move || partition_states(&topic)).await;
+                if states.iter().all(|(_, _, r, isr)| isr.len() == r.len()) {
+                    Ok(())
+                } else {
+                    Err(describe_partitions(&states))
+                }
+            })
+            .await;
+        started.elapsed()
     }
 
     /// Polls the metadata until partition 0 is led by another broker than `old`: when.
