@@ -137,10 +137,13 @@ summary() { # summary NAME
   echo "$1: $passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }
-# step TITLE: a "=== TITLE (N s)" line, N the seconds since this file was sourced; a
-# script sets step_prefix to name itself in each ("cluster: ", "sdk: ").
+# step TITLE: a "=== TITLE (N s, G GB free)" line, N the seconds since this file was
+# sourced and G the free disk under the repository (a full disk fails a step far from its
+# cause: an export, a broker, a link); a script sets step_prefix to name itself in each
+# ("cluster: ", "sdk: ").
 step_t0=$SECONDS step_prefix=
-step() { printf '\n=== %s%s (%ss)\n' "$step_prefix" "$*" $((SECONDS - step_t0)); }
+free_gb() { df -Pk "$ROOT" | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }'; }
+step() { printf '\n=== %s%s (%ss, %s GB free)\n' "$step_prefix" "$*" $((SECONDS - step_t0)) "$(free_gb)"; }
 # timed_up MAX-SECONDS [--cluster|--single]: scripts/stack up, within MAX-SECONDS.
 timed_up() {
   local t0=$SECONDS
