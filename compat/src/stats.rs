@@ -430,6 +430,11 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                     json!({"dimensions": ["time:week"], "include": {"comparisons": {"mode": "previous_period"}}}),
                 ),
                 ("by month", json!({"dimensions": ["time:month"]})),
+                ("by source", json!({"dimensions": ["visit:source"]})),
+                (
+                    "by entry page, previous period",
+                    json!({"dimensions": ["visit:entry_page"], "include": {"comparisons": {"mode": "previous_period"}}}),
+                ),
             ] {
                 let mut request =
                     json!({"site_id": site_id, "metrics": metrics, "date_range": range});
@@ -514,6 +519,35 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
         };
         let mut st = statement_json(&case, &job)?;
         st["name"] = json!(format!("rollup job rows (site {site_id})"));
+        out.push(st);
+        let mut rows = rivulet_stats::sql::sql(
+            "SELECT toString(local_day) AS d0, toString(utc_day) AS d1, toString(kind) AS d2, \
+             toString(id_hash) AS d3, dimension AS d4, value AS d5",
+        );
+        for c in counts {
+            rows.push(&format!(", {c}"));
+        }
+        rows.push(" FROM (")
+            .append(&rollup::breakdown_rows(
+                site_id,
+                &zone,
+                &span,
+                &rollup::breakdown_properties(),
+            ))
+            .push(")");
+        let job = Statement {
+            name: "stats_rollup_breakdown_rows",
+            sql: rows.text().to_string(),
+            binds: rows.binds().to_vec(),
+            settings: Vec::new(),
+            columns: ["d0", "d1", "d2", "d3", "d4", "d5"]
+                .iter()
+                .map(|c| c.to_string())
+                .chain(counts.iter().map(|c| c.to_string()))
+                .collect(),
+        };
+        let mut st = statement_json(&case, &job)?;
+        st["name"] = json!(format!("rollup job breakdown rows (site {site_id})"));
         out.push(st);
     }
     Ok(out)

@@ -25,6 +25,10 @@ use std::time::Duration;
 
 /// Days computed by one statement: a month's events at most.
 pub const MAX_DAYS: usize = 31;
+/// Days of breakdowns computed and inserted together (one block, with their markers).
+pub const BREAKDOWN_DAYS: usize = 3;
+/// Visit attributes computed by one statement.
+pub const BREAKDOWN_PROPERTIES: usize = 5;
 
 /// One row of `stats_days`.
 #[derive(Debug, Clone, Default, PartialEq, Row, Serialize, Deserialize)]
@@ -72,6 +76,60 @@ struct Computed {
     daily_visitors: u64,
     daily_visitors_utc_day: u64,
     id_hash: u64,
+}
+
+/// One row of `stats_breakdown_days`: [`RollupRow`]'s columns for one value of one visit
+/// attribute (both empty in a marker). Its own struct: rows are written by column name,
+/// in the order of their fields.
+#[derive(Debug, Clone, Default, PartialEq, Row, Serialize, Deserialize)]
+pub struct BreakdownRow {
+    pub site_id: u32,
+    pub time_zone: String,
+    pub dimension: String,
+    /// Days since 1970-01-01 (a `Date`).
+    pub local_day: u16,
+    pub generation: u32,
+    pub value: String,
+    pub kind: u8,
+    pub utc_day: u16,
+    pub day_pieces: u8,
+    pub pageviews: u64,
+    pub events: u64,
+    pub visits_started: u64,
+    pub visits_carried: u64,
+    pub bounces_started: u64,
+    pub bounces_carried: u64,
+    pub duration_started: u64,
+    pub duration_carried: u64,
+    pub views_started: u64,
+    pub views_carried: u64,
+    pub daily_visitors: u64,
+    pub daily_visitors_utc_day: u64,
+    pub id_hash: u64,
+}
+
+/// What [`rollup::breakdown_rows`] returns: a row without its site, zone and generation.
+#[derive(Debug, Row, Deserialize)]
+struct ComputedBreakdown {
+    local_day: u16,
+    kind: u8,
+    utc_day: u16,
+    day_pieces: u8,
+    pageviews: u64,
+    events: u64,
+    visits_started: u64,
+    visits_carried: u64,
+    bounces_started: u64,
+    bounces_carried: u64,
+    duration_started: u64,
+    duration_carried: u64,
+    views_started: u64,
+    views_carried: u64,
+    daily_visitors: u64,
+    daily_visitors_utc_day: u64,
+    id_hash: u64,
+    dimension: String,
+    value: String,
 }
 
 #[derive(Debug, Row, Deserialize)]
@@ -265,8 +323,12 @@ impl RollupJob {
         let computed: Vec<Computed> = query(&self.db, &rollup::rows(site_id, zone, &range))
             .fetch_all()
             .await?;
+        // The breakdowns first: a generation counts once both tables have its markers,
+        // and a query reads a day's latest generation of the table it reads.
+        let mut written = self
+            .write_breakdowns(site_id, zone, days, generation)
+            .await?;
         let mut insert = self.db.client.insert::<RollupRow>(rollup::TABLE).await?;
-        let mut written = 0u64;
         for (day, _) in days {
             let marker = RollupRow {
                 site_id,
@@ -309,23 +371,107 @@ impl RollupJob {
         insert.end().await?;
         if days.iter().any(|(_, old)| *old > 0) {
             // The replaced generations: rows no query reads any more.
-            self.db
-                .alter(
-                    rollup::TABLE,
-                    "DELETE WHERE site_id = ? AND time_zone = ? \
+            for table in [rollup::TABLE, rollup::BREAKDOWN_TABLE] {
+                self.db
+                    .alter(
+                        table,
+                        "DELETE WHERE site_id = ? AND time_zone = ? \
                      AND local_day >= toDate(?) AND local_day <= toDate(?) AND generation < ?",
-                    |q| {
-                        q.bind(site_id)
-                            .bind(zone.name())
-                            .bind(first.0.to_string())
-                            .bind(last.0.to_string())
-                            .bind(generation)
-                    },
-                )
-                .await?;
+                        |q| {
+                            q.bind(site_id)
+                                .bind(zone.name())
+                                .bind(first.0.to_string())
+                                .bind(last.0.to_string())
+                                .bind(generation)
+                        },
+                    )
+                    .await?;
+            }
         }
         metrics::counter!("enricher_rollup_days_total").increment(days.len() as u64);
         tracing::debug!(site_id, first = %first.0, last = %last.0, rows = written, "rollup computed");
+        Ok(written)
+    }
+
+    /// Writes the breakdowns of consecutive days as generation `generation`: for each
+    /// [`BREAKDOWN_DAYS`] of them, the attributes' rows computed [`BREAKDOWN_PROPERTIES`]
+    /// at a time and inserted with the days' markers in one block. (All the attributes of
+    /// a month in one statement held 3.7 GiB at 10 million events a year: each event
+    /// counts once per attribute.) Returns the rows written.
+    async fn write_breakdowns(
+        &self,
+        site_id: u32,
+        zone: &Zone,
+        days: &[(jiff::civil::Date, u32)],
+        generation: u32,
+    ) -> Result<u64, clickhouse::error::Error> {
+        let props = rollup::breakdown_properties();
+        let mut written = 0u64;
+        for run in days.chunks(BREAKDOWN_DAYS) {
+            let (Some(first), Some(last)) = (run.first(), run.last()) else {
+                continue;
+            };
+            let Ok(range) = Days::literal(zone, first.0, last.0) else {
+                continue;
+            };
+            let mut rows: Vec<ComputedBreakdown> = Vec::new();
+            for some in props.chunks(BREAKDOWN_PROPERTIES) {
+                let sql = rollup::breakdown_rows(site_id, zone, &range, some);
+                rows.extend(
+                    query(&self.db, &sql)
+                        .fetch_all::<ComputedBreakdown>()
+                        .await?,
+                );
+            }
+            let mut insert = self
+                .db
+                .client
+                .insert::<BreakdownRow>(rollup::BREAKDOWN_TABLE)
+                .await?;
+            for (day, _) in run {
+                insert
+                    .write(&BreakdownRow {
+                        site_id,
+                        time_zone: zone.name().to_string(),
+                        local_day: day_number(*day),
+                        generation,
+                        kind: KIND_MARKER,
+                        ..BreakdownRow::default()
+                    })
+                    .await?;
+                written += 1;
+            }
+            for c in rows {
+                insert
+                    .write(&BreakdownRow {
+                        site_id,
+                        time_zone: zone.name().to_string(),
+                        dimension: c.dimension,
+                        local_day: c.local_day,
+                        generation,
+                        value: c.value,
+                        kind: c.kind,
+                        utc_day: c.utc_day,
+                        day_pieces: c.day_pieces,
+                        pageviews: c.pageviews,
+                        events: c.events,
+                        visits_started: c.visits_started,
+                        visits_carried: c.visits_carried,
+                        bounces_started: c.bounces_started,
+                        bounces_carried: c.bounces_carried,
+                        duration_started: c.duration_started,
+                        duration_carried: c.duration_carried,
+                        views_started: c.views_started,
+                        views_carried: c.views_carried,
+                        daily_visitors: c.daily_visitors,
+                        daily_visitors_utc_day: c.daily_visitors_utc_day,
+                        id_hash: c.id_hash,
+                    })
+                    .await?;
+                written += 1;
+            }
+            insert.end().await?;
+        }
         Ok(written)
     }
 }

@@ -74,7 +74,7 @@ const EVENT_PROPERTIES: [(EventProperty, &str); 4] = [
     (EventProperty::Type, "event:type"),
 ];
 
-const VISIT_PROPERTIES: [(VisitProperty, &str); 19] = [
+pub(crate) const VISIT_PROPERTIES: [(VisitProperty, &str); 19] = [
     (VisitProperty::EntryPage, "visit:entry_page"),
     (VisitProperty::ExitPage, "visit:exit_page"),
     (VisitProperty::Source, "visit:source"),

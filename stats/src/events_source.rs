@@ -780,7 +780,7 @@ fn utm(param: &str) -> String {
 
 /// A visit attribute: the value of the visit's first event (its first pageview for the
 /// entry page, its last for the exit page).
-fn visit_aggregate(p: VisitProperty) -> String {
+pub(crate) fn visit_aggregate(p: VisitProperty) -> String {
     let value = visit_event_value(p);
     match p {
         VisitProperty::EntryPage => {

@@ -34,8 +34,8 @@
 //! is today, and yesterday until 6 hours after midnight.
 
 use crate::date_range::Zone;
-use crate::dimensions::{Bucket, Dimension, TimeGrain};
-use crate::events_source::{engagement_list, EventsSource, TABLE as EVENTS};
+use crate::dimensions::{Bucket, Dimension, TimeGrain, VisitProperty, VISIT_PROPERTIES};
+use crate::events_source::{engagement_list, visit_aggregate, EventsSource, TABLE as EVENTS};
 use crate::limits::SESSION_LOOKAROUND_SECS;
 use crate::metrics::Metric;
 use crate::planner::{Source, Spec};
@@ -46,6 +46,9 @@ use jiff::civil::Date;
 
 /// The rollup's table.
 pub const TABLE: &str = "stats_days";
+/// The rollup's breakdowns by visit attributes: [`TABLE`]'s columns and the attribute's
+/// name (`dimension`, as the API spells it) and `value`; its markers have neither.
+pub const BREAKDOWN_TABLE: &str = "stats_breakdown_days";
 /// [`RollupSource`]'s name, as [`crate::QueryPlan::source`] gives it.
 pub const SOURCE_NAME: &str = "rollup";
 /// When each (site, UTC hour) last had events inserted (or erased, or expired).
@@ -79,9 +82,15 @@ pub const ROW_COLUMNS: [&str; 16] = [
     "id_hash",
 ];
 
+/// The visit attributes the breakdown table holds: all of them.
+pub fn breakdown_properties() -> Vec<VisitProperty> {
+    VISIT_PROPERTIES.iter().map(|(p, _)| *p).collect()
+}
+
 /// The metrics the rollup answers.
-const METRICS: [Metric; 7] = [
+const METRICS: [Metric; 8] = [
     Metric::Visitors,
+    Metric::Percentage,
     Metric::Visits,
     Metric::Pageviews,
     Metric::Events,
@@ -127,46 +136,53 @@ fn next_day(d: Date) -> Result<Date, StatsError> {
         .map_err(|_| StatsError::SiteContext(format!("no day after {d}")))
 }
 
+/// `site_id` and `[from, to)` of `timestamp`, bots left out.
+fn between(site_id: u32, from: &Sql, to: &Sql) -> Sql {
+    let mut s = sql("site_id = ");
+    s.bind_uint(u64::from(site_id))
+        .push(" AND timestamp >= ")
+        .append(from)
+        .push(" AND timestamp < ")
+        .append(to)
+        .push(" AND is_bot = 0");
+    s
+}
+
+/// An instant `secs` seconds from `at`.
+fn shifted(at: &Sql, secs: i64) -> Sql {
+    let mut s = sql("toDateTime(toUInt32(");
+    s.append(at).push(&format!(") + ({secs}))"));
+    s
+}
+
+/// The start of the UTC day of `at`.
+fn utc_floor(at: &Sql) -> Sql {
+    let mut s = sql("toDateTime(intDiv(toUInt32(");
+    s.append(at).push("), 86400) * 86400)");
+    s
+}
+
+/// The end of the UTC day of the second before `at` (`at` itself at a UTC midnight).
+fn utc_ceil(at: &Sql) -> Sql {
+    let mut s = sql("toDateTime(intDiv(toUInt32(");
+    s.append(at).push(") + 86399, 86400) * 86400)");
+    s
+}
+
+/// The piece of an instant: its local day and its UTC day, as one number.
+fn piece(at: &str, tz: &str) -> String {
+    format!("toUInt64(toDate({at}, {tz})) * 65536 + toUInt64(toDate({at}, 'UTC'))")
+}
+
 /// The rows of a generation of `days` (without their marker), computed from `events`:
 /// columns `local_day` and [`ROW_COLUMNS`]. The job inserts them; a query reads its tail
 /// through them.
 pub fn rows(site_id: u32, zone: &Zone, days: &Days) -> Sql {
     let tz = quote(zone.name());
-    let site = || {
-        let mut s = sql("site_id = ");
-        s.bind_uint(u64::from(site_id));
-        s
-    };
-    // `[from, to)` of `timestamp`, bots left out.
-    let between = |from: &Sql, to: &Sql| {
-        let mut s = site();
-        s.push(" AND timestamp >= ")
-            .append(from)
-            .push(" AND timestamp < ")
-            .append(to)
-            .push(" AND is_bot = 0");
-        s
-    };
-    let shifted = |at: &Sql, secs: i64| {
-        let mut s = sql("toDateTime(toUInt32(");
-        s.append(at).push(&format!(") + ({secs}))"));
-        s
-    };
-    // The UTC days the local days overlap, whole.
-    let utc_floor = |at: &Sql| {
-        let mut s = sql("toDateTime(intDiv(toUInt32(");
-        s.append(at).push("), 86400) * 86400)");
-        s
-    };
-    let utc_ceil = |at: &Sql| {
-        let mut s = sql("toDateTime(intDiv(toUInt32(");
-        s.append(at).push(") + 86399, 86400) * 86400)");
-        s
-    };
+    let between = |from: &Sql, to: &Sql| between(site_id, from, to);
     let around = SESSION_LOOKAROUND_SECS as i64;
     let in_days = between(&days.start, &days.end);
-    let piece =
-        |at: &str| format!("toUInt64(toDate({at}, {tz})) * 65536 + toUInt64(toDate({at}, 'UTC'))");
+    let piece = |at: &str| piece(at, &tz);
 
     let mut s = sql(
         "SELECT local_day, toUInt8(1) AS kind, utc_day, u_pieces AS day_pieces, \
@@ -243,6 +259,130 @@ pub fn rows(site_id: u32, zone: &Zone, days: &Days) -> Sql {
     s
 }
 
+/// The rows of a generation's breakdowns of `days` by the visit attributes `props` (without
+/// their marker), computed from `events`: columns `local_day`, [`ROW_COLUMNS`] and
+/// `dimension`, `value`. They are [`rows`] for each value of each attribute: the events and
+/// visits of the visits that have that value (a visit's attributes are those of its first
+/// event, or pageview, as [`EventsSource`] takes them), so that a value's figures add up
+/// across pieces as the totals do. A visit has one value of each attribute: each of its
+/// events counts under that value, and the visit is started or carried under it, as in
+/// the totals. The job inserts them into [`BREAKDOWN_TABLE`]; a query reads its tail
+/// through them.
+pub fn breakdown_rows(site_id: u32, zone: &Zone, days: &Days, props: &[VisitProperty]) -> Sql {
+    let tz = quote(zone.name());
+    let between = |from: &Sql, to: &Sql| between(site_id, from, to);
+    let around = SESSION_LOOKAROUND_SECS as i64;
+    let names: Vec<String> = props
+        .iter()
+        .map(|p| quote(&Dimension::Visit(*p).name()))
+        .collect();
+    let names = format!("[{}]", names.join(", "));
+    let values: Vec<String> = props
+        .iter()
+        .map(|p| format!("toString({})", visit_aggregate(*p)))
+        .collect();
+    let values = format!("[{}]", values.join(", "));
+    // Each of the events of `[from, to)` once per attribute, with its visit's value. The
+    // visits are read over the UTC days the local days overlap and six hours either side:
+    // every event that a whole UTC day's count reads has its visit there.
+    let wide = (
+        shifted(&utc_floor(&days.start), -around),
+        shifted(&utc_ceil(&days.end), around),
+    );
+    let tagged = |from: &Sql, to: &Sql, only_recurring: bool| {
+        let mut s = sql(&format!(
+            "SELECT timestamp, event_id, type, user_id, daily_visitor, \
+             arrayJoin(arrayEnumerate(s_values)) AS i, arrayElement({names}, i) AS dimension, \
+             arrayElement(s_values, i) AS value FROM (\
+             SELECT timestamp, event_id, type, user_id, daily_visitor, session_id FROM {EVENTS} WHERE "
+        ));
+        s.append(&between(from, to));
+        if only_recurring {
+            s.push(" AND daily_visitor = 0");
+        }
+        s.push(&format!(
+            ") AS ev ANY LEFT JOIN (SELECT session_id, {values} AS s_values FROM {EVENTS} WHERE "
+        ))
+        .append(&between(&wide.0, &wide.1))
+        .push(" GROUP BY session_id) AS vis USING session_id");
+        s
+    };
+
+    let mut s = sql(
+        "SELECT local_day, toUInt8(1) AS kind, utc_day, u_pieces AS day_pieces, \
+         toUInt64(e_pageviews) AS pageviews, toUInt64(e_events) AS events, \
+         toUInt64(v_visits_started) AS visits_started, toUInt64(v_visits_carried) AS visits_carried, \
+         toUInt64(v_bounces_started) AS bounces_started, toUInt64(v_bounces_carried) AS bounces_carried, \
+         toUInt64(v_duration_started) AS duration_started, toUInt64(v_duration_carried) AS duration_carried, \
+         toUInt64(v_views_started) AS views_started, toUInt64(v_views_carried) AS views_carried, \
+         toUInt64(e_daily) AS daily_visitors, toUInt64(u_daily) AS daily_visitors_utc_day, \
+         toUInt64(0) AS id_hash, dimension, value FROM (\
+         SELECT utc_day, local_day, dimension, value, e_pageviews, e_events, e_daily, u_daily, u_pieces FROM (",
+    );
+    s.push(&format!(
+        "SELECT toDate(timestamp, 'UTC') AS utc_day, toDate(timestamp, {tz}) AS local_day, dimension, value, \
+         uniqExactIf(event_id, type = 'pageview') AS e_pageviews, uniqExact(event_id) AS e_events, \
+         uniqExactIf(user_id, daily_visitor = 1) AS e_daily FROM ("
+    ))
+    .append(&tagged(&days.start, &days.end, false))
+    .push(") GROUP BY local_day, utc_day, dimension, value) AS piece_events ANY LEFT JOIN (");
+    s.push(&format!(
+        "SELECT toDate(timestamp, 'UTC') AS utc_day, dimension, value, \
+         uniqExactIf(user_id, daily_visitor != 0) AS u_daily, \
+         toUInt8(uniqExact(toDate(timestamp, {tz}))) AS u_pieces FROM ("
+    ))
+    .append(&tagged(&utc_floor(&days.start), &utc_ceil(&days.end), false))
+    .push(
+        ") GROUP BY utc_day, dimension, value) AS utc_days USING utc_day, dimension, value) AS pieces \
+         ANY LEFT JOIN (",
+    );
+    // Each piece's visits by value: as in `rows`, each visit with its values.
+    s.push(&format!(
+        "SELECT toDate(intDiv(piece, 65536)) AS local_day, toDate(piece % 65536) AS utc_day, dimension, value, \
+         countIf(first) AS v_visits_started, countIf(NOT first) AS v_visits_carried, \
+         sumIf(bounce, first) AS v_bounces_started, sumIf(bounce, NOT first) AS v_bounces_carried, \
+         sumIf(duration, first) AS v_duration_started, sumIf(duration, NOT first) AS v_duration_carried, \
+         sumIf(views, first) AS v_views_started, sumIf(views, NOT first) AS v_views_carried FROM (\
+         SELECT views, bounce, duration, arrayJoin(pieces) AS piece, piece = start_piece AS first, \
+         arrayJoin(arrayEnumerate(s_values)) AS i, arrayElement({names}, i) AS dimension, \
+         arrayElement(s_values, i) AS value FROM (\
+         SELECT session_id, arrayUniq(groupArrayIf(event_id, type = 'pageview')) AS views, \
+         toUInt8(views = 1 AND countIf(type IN ({engaged})) = 0) AS bounce, \
+         toUInt32(max(timestamp)) - toUInt32(min(timestamp)) AS duration, \
+         {start} AS start_piece, {values} AS s_values, groupUniqArrayIf({each}, ",
+        engaged = engagement_list(),
+        start = piece("min(timestamp)", &tz),
+        each = piece("timestamp", &tz),
+    ))
+    .push("timestamp >= ")
+    .append(&days.start)
+    .push(" AND timestamp < ")
+    .append(&days.end)
+    .push(&format!(") AS pieces FROM {EVENTS} WHERE "))
+    .append(&between(
+        &shifted(&days.start, -around),
+        &shifted(&days.end, around),
+    ))
+    .push(
+        " GROUP BY session_id)) GROUP BY piece, dimension, value) AS piece_visits \
+         USING local_day, utc_day, dimension, value",
+    );
+
+    // The recurring ids of each value.
+    s.push(" UNION ALL SELECT local_day, toUInt8(2) AS kind, utc_day, toUInt8(0) AS day_pieces");
+    for c in &ROW_COLUMNS[3..15] {
+        s.push(&format!(", toUInt64(0) AS {c}"));
+    }
+    s.push(&format!(
+        ", cityHash64(user_id) AS id_hash, dimension, value FROM (\
+         SELECT toDate(timestamp, {tz}) AS local_day, toDate(timestamp, 'UTC') AS utc_day, \
+         dimension, value, user_id FROM ("
+    ))
+    .append(&tagged(&days.start, &days.end, true))
+    .push(")) GROUP BY local_day, utc_day, dimension, value, id_hash");
+    s
+}
+
 /// The local days whose reads an hour `hour` (a `DateTime` column) changes: those within
 /// six hours (and one) of it, and those its UTC day overlaps.
 fn days_of_hour(tz: &str) -> String {
@@ -275,17 +415,27 @@ pub fn stale_days(site_ids: &[u32], zone: &Zone) -> Sql {
         s.push(")");
     };
     let mut s =
-        sql("SELECT site_id, toString(local_day) AS day, g AS generation, t AS touched FROM (");
+        sql("SELECT site_id, toString(local_day) AS day, g_any AS generation, t AS touched FROM (");
     s.push(&format!(
         "SELECT site_id, {} AS local_day, max(toUInt32(touched_at)) AS t FROM {TOUCHED_TABLE} \
          WHERE ",
         days_of_hour(&tz)
     ));
     sites(&mut s);
+    // A generation counts once both tables have its marker: the job writes the
+    // breakdowns' first, and a day computed before the breakdowns existed is stale.
+    // `generation` is the day table's latest all the same: what the job replaces.
     s.push(&format!(
         " GROUP BY site_id, local_day) AS stamps ANY LEFT JOIN (SELECT site_id, local_day, \
-         max(generation) AS g FROM {TABLE} WHERE "
+         max(generation) AS g_any, maxIf(generation, (site_id, local_day, generation) IN (\
+         SELECT site_id, local_day, generation FROM {BREAKDOWN_TABLE} WHERE "
     ));
+    sites(&mut s);
+    s.push(" AND time_zone = ")
+        .bind_str(zone.name())
+        .push(&format!(
+            " AND dimension = '' AND kind = 0)) AS g FROM {TABLE} WHERE "
+        ));
     sites(&mut s);
     s.push(" AND time_zone = ").bind_str(zone.name()).push(
         " AND kind = 0 GROUP BY site_id, local_day) AS generations USING site_id, local_day \
@@ -365,12 +515,22 @@ impl Source for RollupSource {
         let dimensions_ok = match spec.dimensions {
             [] => true,
             [Dimension::Time(TimeGrain::Bucket(b))] => *b != Bucket::Hour,
+            [Dimension::Visit(_)] => true,
             _ => false,
         };
+        // A comparison's restriction to the main rows' values: of the one attribute.
+        let restriction_ok = match spec.restriction {
+            None => true,
+            Some(r) => {
+                matches!(spec.dimensions, [Dimension::Visit(_)])
+                    && r.dimensions == [0]
+                    && r.values.iter().all(|v| v.len() == 1)
+            }
+        };
         dimensions_ok
+            && restriction_ok
             && spec.rollup_stale.is_some()
             && spec.filters.is_empty()
-            && spec.restriction.is_none()
             && spec.range.whole_days
             && spec.metrics.iter().all(|m| METRICS.contains(m))
     }
@@ -404,30 +564,61 @@ fn select(spec: &Spec) -> Sql {
             Err(_) => return EventsSource.select(spec),
         },
     };
+    // A breakdown by a visit attribute reads its rows of the breakdown table; the totals
+    // and the series read the day table. Either way the generation read is the day's
+    // latest with its marker in the table read.
+    let by_value = match spec.dimensions {
+        [Dimension::Visit(p)] => Some(*p),
+        _ => None,
+    };
+    let (table, key) = match by_value {
+        Some(_) => (BREAKDOWN_TABLE, ", value"),
+        None => (TABLE, ""),
+    };
     let columns = ROW_COLUMNS.join(", ");
+    let of_site = |s: &mut Sql| {
+        s.bind_uint(u64::from(spec.site_id))
+            .push(" AND time_zone = ")
+            .bind_str(zone.name());
+    };
     let mut stored = sql(&format!(
-        "SELECT local_day, {columns} FROM {TABLE} WHERE site_id = "
+        "SELECT local_day, {columns}{key} FROM {table} WHERE site_id = "
     ));
+    of_site(&mut stored);
+    if let Some(p) = by_value {
+        stored
+            .push(" AND dimension = ")
+            .bind_str(&Dimension::Visit(p).name());
+    }
     stored
-        .bind_uint(u64::from(spec.site_id))
-        .push(" AND time_zone = ")
-        .bind_str(zone.name())
         .push(" AND kind != 0 AND local_day >= ")
         .append(&first)
         .push(" AND local_day < ")
         .append(&tail)
         .push(&format!(
-            " AND (local_day, generation) IN (SELECT local_day, max(generation) FROM {TABLE} \
+            " AND (local_day, generation) IN (SELECT local_day, max(generation) FROM {table} \
              WHERE site_id = "
-        ))
-        .bind_uint(u64::from(spec.site_id))
-        .push(" AND time_zone = ")
-        .bind_str(zone.name())
+        ));
+    of_site(&mut stored);
+    if by_value.is_some() {
+        // The markers are the breakdown table's rows without a dimension.
+        stored.push(" AND dimension = ''");
+    }
+    stored
         .push(" AND kind = 0 AND local_day >= ")
         .append(&first)
         .push(" AND local_day <= ")
         .append(&last)
         .push(" GROUP BY local_day)");
+    let tail_rows = |days: &Days| match by_value {
+        Some(p) => {
+            let mut s = sql(&format!("SELECT local_day, {columns}{key} FROM ("));
+            s.append(&breakdown_rows(spec.site_id, zone, days, &[p]))
+                .push(")");
+            s
+        }
+        None => rows(spec.site_id, zone, days),
+    };
 
     let bucket = match spec.dimensions {
         [Dimension::Time(TimeGrain::Bucket(b))] => Some(match b {
@@ -439,6 +630,7 @@ fn select(spec: &Spec) -> Sql {
             }
             Bucket::Month | Bucket::Hour => sql("toString(toStartOfMonth(local_day))"),
         }),
+        [Dimension::Visit(_)] => Some(sql("value")),
         _ => None,
     };
 
@@ -459,11 +651,23 @@ fn select(spec: &Spec) -> Sql {
     )
     .append(&stored);
     if let Some(days) = &tail_days {
-        inner
-            .push(" UNION ALL ")
-            .append(&rows(spec.site_id, zone, days));
+        inner.push(" UNION ALL ").append(&tail_rows(days));
     }
-    inner.push(") GROUP BY ");
+    inner.push(")");
+    if let Some(r) = spec.restriction {
+        inner.push(" WHERE value IN (");
+        for (i, v) in r.values.iter().flatten().enumerate() {
+            if i > 0 {
+                inner.push(", ");
+            }
+            inner.bind_str(v);
+        }
+        if r.values.is_empty() {
+            inner.push("NULL");
+        }
+        inner.push(")");
+    }
+    inner.push(" GROUP BY ");
     if bucket.is_some() {
         inner.push("d0, ");
     }
@@ -479,9 +683,26 @@ fn select(spec: &Spec) -> Sql {
     if bucket.is_some() {
         columns.push(sql("d0"));
     }
+    let visitors = "sum(r_daily) + uniqExactArray(r_ids)";
     for m in spec.metrics {
         let expr = match m {
-            Metric::Visitors => "sum(r_daily) + uniqExactArray(r_ids)".to_string(),
+            Metric::Visitors => visitors.to_string(),
+            Metric::Percentage => {
+                // Of all the range's visitors, as `EventsSource` divides: the same
+                // query without its dimensions, a scalar computed once.
+                let total = Spec {
+                    metrics: &[Metric::Visitors],
+                    dimensions: &[],
+                    restriction: None,
+                    ..*spec
+                };
+                let mut s = sql(&format!(
+                    "100 * ({visitors}) / greatest((SELECT visitors FROM ("
+                ));
+                s.append(&select(&total)).push(")), 1) AS percentage");
+                columns.push(s);
+                continue;
+            }
             Metric::Visits => visits.clone(),
             Metric::Pageviews => "sum(r_pageviews)".into(),
             Metric::Events => "sum(r_events)".into(),
@@ -543,12 +764,15 @@ mod tests {
     ];
 
     #[test]
-    fn the_overview_and_day_week_month_series_are_the_rollups() {
+    fn the_overview_and_day_week_month_series_and_visit_breakdowns_are_the_rollups() {
         for dims in [
             json!([]),
             json!(["time:day"]),
             json!(["time:week"]),
             json!(["time:month"]),
+            json!(["visit:source"]),
+            json!(["visit:entry_page"]),
+            json!(["visit:city"]),
         ] {
             let p = plan_with_rollup(
                 json!({"metrics": OVERVIEW, "dimensions": dims}),
@@ -563,8 +787,8 @@ mod tests {
         for fields in [
             json!({"filters": [["is", "visit:country", ["DE"]]]}),
             json!({"dimensions": ["time:hour"]}),
-            json!({"dimensions": ["visit:source"]}),
-            json!({"metrics": ["percentage"], "dimensions": ["time:day"]}),
+            json!({"dimensions": ["event:page"]}),
+            json!({"dimensions": ["visit:source", "visit:country"]}),
             json!({"metrics": ["users"]}),
             json!({"date_range": ["2024-03-01T10:00:00+01:00", "2024-03-02T10:00:00+01:00"]}),
         ] {
@@ -617,6 +841,49 @@ mod tests {
         let sql = p.main().inline();
         assert!(sql.contains("local_day < toDate('2024-04-01')"), "{sql}");
         assert!(!sql.contains("FROM events"), "no tail: {sql}");
+    }
+
+    #[test]
+    fn a_visit_breakdown_reads_its_attributes_rows_and_computes_only_it_in_the_tail() {
+        let site = SiteContext {
+            rollup: RollupState::Stale(vec!["2024-03-20".parse().unwrap()]),
+            ..SiteContext::utc(1)
+        };
+        let planner = Planner::default().with_source(Arc::new(RollupSource));
+        let p = planner
+            .plan(
+                &request(json!({"metrics": OVERVIEW, "dimensions": ["visit:country"]})),
+                &site,
+                NOW,
+            )
+            .unwrap();
+        let sql = p.main().inline();
+        assert!(
+            sql.contains(&format!("FROM {BREAKDOWN_TABLE} WHERE site_id = 1 AND time_zone = 'UTC' AND dimension = 'visit:country'")),
+            "{sql}"
+        );
+        assert!(
+            sql.contains("['visit:country']"),
+            "the tail's one attribute: {sql}"
+        );
+        assert!(!sql.contains("visit:source"), "{sql}");
+    }
+
+    #[test]
+    fn a_breakdowns_comparison_reads_the_main_rows_values_of_the_rollup() {
+        let p = plan_with_rollup(
+            json!({"metrics": ["visitors"], "dimensions": ["visit:country"],
+                   "include": {"comparisons": {"mode": "previous_period"}}}),
+            "UTC",
+        );
+        assert_eq!(p.source(), "rollup");
+        let rows = [crate::response::Row {
+            dimensions: vec!["DE".into()],
+            metrics: vec![Some(3.0)],
+        }];
+        let c = p.comparison(&rows).expect("a comparison").inline();
+        assert!(c.contains(BREAKDOWN_TABLE), "{c}");
+        assert!(c.contains("WHERE value IN ('DE')"), "{c}");
     }
 
     #[test]

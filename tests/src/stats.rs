@@ -2493,12 +2493,15 @@ pub async fn compute_rollup(site_id: u32) -> Value {
     }
 }
 
-/// Rows of the site's rollup (`stats_days`) that meet `condition`.
+/// Rows of the site's rollup (`stats_days` and `stats_breakdown_days`) that meet
+/// `condition`.
 pub async fn rollup_rows(db: &Db, site_id: u32, condition: &str) -> u64 {
     db.client
         .query(&format!(
-            "SELECT count() FROM stats_days WHERE site_id = ? AND ({condition})"
+            "SELECT (SELECT count() FROM stats_days WHERE site_id = ? AND ({condition})) \
+             + (SELECT count() FROM stats_breakdown_days WHERE site_id = ? AND ({condition}))"
         ))
+        .bind(site_id)
         .bind(site_id)
         .fetch_one()
         .await
@@ -2516,7 +2519,7 @@ pub fn rollup_queries(site_id: u32) -> Vec<Named> {
         ("the DST day", json!([DST_DAY, DST_DAY])),
         ("2024 to 2025", json!(["2024-10-01", "2025-11-30"])),
     ];
-    for (name, range) in ranges {
+    for (name, range) in &ranges {
         for dims in [
             json!([]),
             json!(["time:day"]),
@@ -2532,8 +2535,45 @@ pub fn rollup_queries(site_id: u32) -> Vec<Named> {
             ));
         }
     }
+    // Breakdowns by a visit attribute, with each row's share of the visitors: every
+    // attribute over the main range, a few over the others, and a page of one, ordered by
+    // another metric.
+    let with_share: Vec<&str> = metrics.iter().copied().chain(["percentage"]).collect();
+    for (name, range) in &ranges {
+        for dim in &VISIT_DIMENSIONS {
+            let few = [
+                "visit:entry_page",
+                "visit:source",
+                "visit:country",
+                "visit:device",
+            ];
+            if *name != "the main range" && !few.contains(dim) {
+                continue;
+            }
+            out.push((
+                format!("rollup: {name} by {dim}"),
+                query(
+                    site_id,
+                    json!({"metrics": with_share, "date_range": range, "dimensions": [dim]}),
+                ),
+            ));
+        }
+    }
+    out.push((
+        "rollup: a page of exit pages by visits".into(),
+        query(
+            site_id,
+            json!({"metrics": with_share, "date_range": MAIN_RANGE, "dimensions": ["visit:exit_page"],
+                   "order_by": [["visits", "asc"], ["visit:exit_page", "desc"]],
+                   "pagination": {"limit": 3, "offset": 2}}),
+        ),
+    ));
     for mode in ["previous_period", "year_over_year"] {
-        for dims in [json!([]), json!(["time:day"])] {
+        for (dims, metrics) in [
+            (json!([]), &metrics[..]),
+            (json!(["time:day"]), &metrics[..]),
+            (json!(["visit:source"]), &with_share[..]),
+        ] {
             out.push((
                 format!("rollup: {mode} by {dims}"),
                 query(

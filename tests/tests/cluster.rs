@@ -178,6 +178,7 @@ async fn the_schema_is_distributed_over_replicated_tables_and_the_registry_is_ev
             "events_local\tReplicatedReplacingMergeTree",
             "schema_migrations\tReplicatedReplacingMergeTree",
             "sites\tReplicatedReplacingMergeTree",
+            "stats_breakdown_days\tReplicatedReplacingMergeTree",
             "stats_days\tReplicatedReplacingMergeTree",
             "stats_touched\tDistributed",
             "stats_touched_local\tReplicatedReplacingMergeTree",
@@ -517,7 +518,8 @@ async fn the_stats_api_answers_on_the_cluster_as_computed_from_the_events_writte
     let person = rivulet_tests::stats::ERASED_USER;
     assert!(ds.events_of_person(person) > 0, "{person} has events");
     let theirs = format!(
-        "SELECT count() FROM stats_days WHERE site_id = {site_id} AND id_hash = cityHash64('{person}')"
+        "SELECT (SELECT count() FROM stats_days WHERE site_id = {site_id} AND id_hash = cityHash64('{person}')) \
+         + (SELECT count() FROM stats_breakdown_days WHERE site_id = {site_id} AND id_hash = cityHash64('{person}'))"
     );
     assert_ne!(on_node(&nodes()[0].1, &theirs).await.trim(), "0");
     let lane = rivulet_tests::lifecycle::Lane::new("cluster-rollup-erase").await;

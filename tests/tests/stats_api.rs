@@ -628,6 +628,14 @@ async fn the_daily_rollup_answers_as_the_events_do_before_and_after_it_is_comput
     );
     assert_eq!(run["days_waiting"], 0, "{run}");
     assert!(stats::rollup_rows(&db, site, "kind = 1").await > 0);
+    let countries: u64 = db
+        .client
+        .query("SELECT count() FROM stats_breakdown_days WHERE site_id = ? AND dimension = 'visit:country' AND kind = 1")
+        .bind(site)
+        .fetch_one()
+        .await
+        .expect("count the breakdown's rows");
+    assert!(countries > 0, "the breakdowns are computed with the days");
     assert!(
         stats::rollup_rows(&db, site, "kind = 2").await > 0,
         "the users' ids recur from day to day: kept as ids"
@@ -650,11 +658,34 @@ async fn the_daily_rollup_answers_as_the_events_do_before_and_after_it_is_comput
         .execute()
         .await
         .expect("forge a generation");
+    // (A generation counts once the breakdowns have its marker too; a breakdown by a
+    // visit attribute reads the breakdowns' rows.)
+    db.client
+        .query(
+            "INSERT INTO stats_breakdown_days (site_id, time_zone, dimension, local_day, generation, kind, value, utc_day, pageviews) \
+             VALUES (?, 'Europe/Berlin', '', toDate('2025-10-22'), ?, 0, '', toDate('2025-10-22'), 0), \
+             (?, 'Europe/Berlin', 'visit:country', toDate('2025-10-22'), ?, 1, 'ZZ', toDate('2025-10-22'), 2000000)",
+        )
+        .bind(site)
+        .bind(now + 100)
+        .bind(site)
+        .bind(now + 100)
+        .execute()
+        .await
+        .expect("forge a generation's breakdowns");
     let day = json!({"site_id": site, "metrics": ["pageviews"], "date_range": ["2025-10-22", "2025-10-22"]});
     let answer = |v: Value| v["results"][0]["metrics"][0].clone();
     let f = fx().await;
     let (_, _, forged) = stats::ask(&f.admin.url, Some(&key), &day).await;
     assert_eq!(answer(forged), 1_000_000);
+    let mut by_country = day.clone();
+    by_country["dimensions"] = json!(["visit:country"]);
+    let (_, _, forged) = stats::ask(&f.admin.url, Some(&key), &by_country).await;
+    assert_eq!(
+        forged["results"],
+        json!([{"dimensions": ["ZZ"], "metrics": [2_000_000]}]),
+        "{forged}"
+    );
     db.client
         .query("INSERT INTO stats_touched (site_id, hour, touched_at) VALUES (?, toDateTime(?), toDateTime(?))")
         .bind(site)

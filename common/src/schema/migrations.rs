@@ -66,6 +66,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 10,
         name: "stats rollup: events.daily_visitor; stats_days and stats_touched",
     },
+    Migration {
+        version: 11,
+        name: "stats rollup: stats_breakdown_days",
+    },
 ];
 
 const SITES_COLUMNS: &str = "(
@@ -257,6 +261,41 @@ const ROLLUP_COLUMNS: &str = "(
 )";
 /// Every row's identity: a retried insert of a generation collapses into one copy.
 const ROLLUP_ORDER_BY: &str = "(site_id, time_zone, local_day, generation, kind, utc_day, id_hash)";
+
+/// The daily rollup's breakdowns by visit attribute (the source, the country, the entry
+/// page…): [`ROLLUP_TABLE`]'s rows for each value of each attribute, with `dimension` (the
+/// attribute's name in the Stats API) and `value`; a generation's markers (kind 0) have
+/// neither. Written by the rollup job before the generation's [`ROLLUP_TABLE`] rows, read
+/// by the Stats API; erasure and retention delete from it as from [`ROLLUP_TABLE`], and on
+/// a cluster it is replicated to every server as that is.
+pub const ROLLUP_BREAKDOWN_TABLE: &str = "stats_breakdown_days";
+const ROLLUP_BREAKDOWN_COLUMNS: &str = "(
+    site_id UInt32,
+    time_zone String,
+    dimension String,
+    local_day Date,
+    generation UInt32,
+    kind UInt8,
+    value String,
+    utc_day Date,
+    day_pieces UInt8,
+    pageviews UInt64,
+    events UInt64,
+    visits_started UInt64,
+    visits_carried UInt64,
+    bounces_started UInt64,
+    bounces_carried UInt64,
+    duration_started UInt64,
+    duration_carried UInt64,
+    views_started UInt64,
+    views_carried UInt64,
+    daily_visitors UInt64,
+    daily_visitors_utc_day UInt64,
+    id_hash UInt64
+)";
+/// A query reads one attribute's days: the dimension comes before the day.
+const ROLLUP_BREAKDOWN_ORDER_BY: &str =
+    "(site_id, time_zone, dimension, local_day, generation, kind, value, utc_day, id_hash)";
 
 /// When events of a (site, UTC hour) were last inserted: the rollup's days that read
 /// that hour are stale from then until computed again. Fed by [`touched_view`] on every
@@ -467,6 +506,13 @@ pub fn statements_for(version: u32, topology: &Topology, variant: SchemaVariant)
             all.push(TOUCHED_FROM_EVENTS.to_string());
             all
         }
+        11 => vec![registry_table(
+            topology,
+            ROLLUP_BREAKDOWN_TABLE,
+            ROLLUP_BREAKDOWN_COLUMNS,
+            None,
+            ROLLUP_BREAKDOWN_ORDER_BY,
+        )],
         other => panic!("no migration {other}"),
     }
 }
