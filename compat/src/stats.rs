@@ -532,7 +532,7 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                 site_id,
                 &zone,
                 &span,
-                &rollup::breakdown_properties(),
+                &rollup::breakdown_dimensions(),
             ))
             .push(")");
         let job = Statement {

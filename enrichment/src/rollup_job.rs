@@ -27,8 +27,8 @@ use std::time::Duration;
 pub const MAX_DAYS: usize = 31;
 /// Days of breakdowns computed and inserted together (one block, with their markers).
 pub const BREAKDOWN_DAYS: usize = 3;
-/// Visit attributes computed by one statement.
-pub const BREAKDOWN_PROPERTIES: usize = 5;
+/// Dimensions of breakdowns computed by one statement.
+pub const BREAKDOWN_DIMENSIONS: usize = 5;
 
 /// One row of `stats_days`.
 #[derive(Debug, Clone, Default, PartialEq, Row, Serialize, Deserialize)]
@@ -78,8 +78,8 @@ struct Computed {
     id_hash: u64,
 }
 
-/// One row of `stats_breakdown_days`: [`RollupRow`]'s columns for one value of one visit
-/// attribute (both empty in a marker). Its own struct: rows are written by column name,
+/// One row of `stats_breakdown_days`: [`RollupRow`]'s columns for one value of one
+/// dimension (in a marker, no dimension and the layout as its value). Its own struct: rows are written by column name,
 /// in the order of their fields.
 #[derive(Debug, Clone, Default, PartialEq, Row, Serialize, Deserialize)]
 pub struct BreakdownRow {
@@ -394,10 +394,10 @@ impl RollupJob {
     }
 
     /// Writes the breakdowns of consecutive days as generation `generation`: for each
-    /// [`BREAKDOWN_DAYS`] of them, the attributes' rows computed [`BREAKDOWN_PROPERTIES`]
-    /// at a time and inserted with the days' markers in one block. (All the attributes of
-    /// a month in one statement held 3.7 GiB at 10 million events a year: each event
-    /// counts once per attribute.) Returns the rows written.
+    /// [`BREAKDOWN_DAYS`] of them, the dimensions' rows computed [`BREAKDOWN_DIMENSIONS`]
+    /// at a time and inserted with the days' markers in one block. (All the visit
+    /// attributes of a month in one statement held 3.7 GiB at 10 million events a year:
+    /// each event counts once per dimension.) Returns the rows written.
     async fn write_breakdowns(
         &self,
         site_id: u32,
@@ -405,7 +405,7 @@ impl RollupJob {
         days: &[(jiff::civil::Date, u32)],
         generation: u32,
     ) -> Result<u64, clickhouse::error::Error> {
-        let props = rollup::breakdown_properties();
+        let dims = rollup::breakdown_dimensions();
         let mut written = 0u64;
         for run in days.chunks(BREAKDOWN_DAYS) {
             let (Some(first), Some(last)) = (run.first(), run.last()) else {
@@ -415,7 +415,7 @@ impl RollupJob {
                 continue;
             };
             let mut rows: Vec<ComputedBreakdown> = Vec::new();
-            for some in props.chunks(BREAKDOWN_PROPERTIES) {
+            for some in dims.chunks(BREAKDOWN_DIMENSIONS) {
                 let sql = rollup::breakdown_rows(site_id, zone, &range, some);
                 rows.extend(
                     query(&self.db, &sql)
@@ -436,6 +436,7 @@ impl RollupJob {
                         local_day: day_number(*day),
                         generation,
                         kind: KIND_MARKER,
+                        value: rollup::BREAKDOWN_LAYOUT.to_string(),
                         ..BreakdownRow::default()
                     })
                     .await?;

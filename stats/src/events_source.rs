@@ -311,10 +311,7 @@ impl<'a> Builder<'a> {
     fn event_expression(&self, d: &Dimension) -> Sql {
         let tz = &self.tz;
         match d {
-            Dimension::Event(EventProperty::Name) => sql("if(event_name = '', type, event_name)"),
-            Dimension::Event(EventProperty::Page) => sql("pathname"),
-            Dimension::Event(EventProperty::Hostname) => sql("hostname"),
-            Dimension::Event(EventProperty::Type) => sql("type"),
+            Dimension::Event(p) => sql(event_property(*p)),
             Dimension::Prop(name) => {
                 // A string property unescaped; a number, boolean or null as its JSON text;
                 // an absent one empty.
@@ -776,6 +773,16 @@ fn utm(param: &str) -> String {
         "decodeURLComponent(replaceAll(extractURLParameter(concat('\\x3F', \
          replaceRegexpOne(querystring, '^[\\x3F]', '')), '{param}'), '+', ' '))"
     )
+}
+
+/// An event dimension's value of each event.
+pub(crate) fn event_property(p: EventProperty) -> &'static str {
+    match p {
+        EventProperty::Name => "if(event_name = '', type, event_name)",
+        EventProperty::Page => "pathname",
+        EventProperty::Hostname => "hostname",
+        EventProperty::Type => "type",
+    }
 }
 
 /// A visit attribute: the value of the visit's first event (its first pageview for the

@@ -34,8 +34,12 @@
 //! is today, and yesterday until 6 hours after midnight.
 
 use crate::date_range::Zone;
-use crate::dimensions::{Bucket, Dimension, TimeGrain, VisitProperty, VISIT_PROPERTIES};
-use crate::events_source::{engagement_list, visit_aggregate, EventsSource, TABLE as EVENTS};
+use crate::dimensions::{
+    Bucket, Dimension, EventProperty, TimeGrain, VisitProperty, VISIT_PROPERTIES,
+};
+use crate::events_source::{
+    engagement_list, event_property, visit_aggregate, EventsSource, TABLE as EVENTS,
+};
 use crate::limits::SESSION_LOOKAROUND_SECS;
 use crate::metrics::Metric;
 use crate::planner::{Source, Spec};
@@ -82,10 +86,36 @@ pub const ROW_COLUMNS: [&str; 16] = [
     "id_hash",
 ];
 
-/// The visit attributes the breakdown table holds: all of them.
-pub fn breakdown_properties() -> Vec<VisitProperty> {
-    VISIT_PROPERTIES.iter().map(|(p, _)| *p).collect()
+/// What a generation's breakdowns hold, written as its markers' `value`: a generation
+/// of another layout (another set of dimensions) counts as missing, and its days are
+/// computed again. Changed with [`breakdown_dimensions`].
+pub const BREAKDOWN_LAYOUT: &str = "visit attributes; event page, name, hostname, type";
+
+/// The event dimensions the breakdown table holds (not a custom property: any name).
+pub const EVENT_DIMENSIONS: [EventProperty; 4] = [
+    EventProperty::Page,
+    EventProperty::Name,
+    EventProperty::Hostname,
+    EventProperty::Type,
+];
+
+/// The dimensions the breakdown table holds: every visit attribute and
+/// [`EVENT_DIMENSIONS`].
+pub fn breakdown_dimensions() -> Vec<Dimension> {
+    VISIT_PROPERTIES
+        .iter()
+        .map(|(p, _)| Dimension::Visit(*p))
+        .chain(EVENT_DIMENSIONS.iter().map(|p| Dimension::Event(*p)))
+        .collect()
 }
+
+/// The metrics the rollup answers by an event dimension: those of the events alone.
+const EVENT_METRICS: [Metric; 4] = [
+    Metric::Visitors,
+    Metric::Percentage,
+    Metric::Pageviews,
+    Metric::Events,
+];
 
 /// The metrics the rollup answers.
 const METRICS: [Metric; 8] = [
@@ -259,16 +289,47 @@ pub fn rows(site_id: u32, zone: &Zone, days: &Days) -> Sql {
     s
 }
 
-/// The rows of a generation's breakdowns of `days` by the visit attributes `props` (without
-/// their marker), computed from `events`: columns `local_day`, [`ROW_COLUMNS`] and
-/// `dimension`, `value`. They are [`rows`] for each value of each attribute: the events and
-/// visits of the visits that have that value (a visit's attributes are those of its first
-/// event, or pageview, as [`EventsSource`] takes them), so that a value's figures add up
-/// across pieces as the totals do. A visit has one value of each attribute: each of its
-/// events counts under that value, and the visit is started or carried under it, as in
-/// the totals. The job inserts them into [`BREAKDOWN_TABLE`]; a query reads its tail
-/// through them.
-pub fn breakdown_rows(site_id: u32, zone: &Zone, days: &Days, props: &[VisitProperty]) -> Sql {
+/// The rows of a generation's breakdowns of `days` by `dims` (without their marker),
+/// computed from `events`: columns `local_day`, [`ROW_COLUMNS`] and `dimension`, `value`.
+/// They are [`rows`] for each value of each dimension, so that a value's figures add up
+/// across pieces as the totals do. By a visit attribute, the events and visits of the
+/// visits that have that value (a visit's attributes are those of its first event, or
+/// pageview, as [`EventsSource`] takes them): a visit has one value of each attribute, so
+/// each of its events counts under that value, and the visit is started or carried under
+/// it, as in the totals. By an event dimension ([`EVENT_DIMENSIONS`]), each event's own
+/// value, and no visits (a visit has events of several pages: the rollup answers only
+/// the event metrics of those). Dimensions of neither kind are left out. The job inserts
+/// them into [`BREAKDOWN_TABLE`]; a query reads its tail through them.
+pub fn breakdown_rows(site_id: u32, zone: &Zone, days: &Days, dims: &[Dimension]) -> Sql {
+    let visit: Vec<VisitProperty> = dims
+        .iter()
+        .filter_map(|d| match d {
+            Dimension::Visit(p) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    let event: Vec<EventProperty> = dims
+        .iter()
+        .filter_map(|d| match d {
+            Dimension::Event(p) if EVENT_DIMENSIONS.contains(p) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    let mut s = Sql::new();
+    if !visit.is_empty() {
+        s.append(&visit_breakdown_rows(site_id, zone, days, &visit));
+    }
+    if !event.is_empty() {
+        if !visit.is_empty() {
+            s.push(" UNION ALL ");
+        }
+        s.append(&event_breakdown_rows(site_id, zone, days, &event));
+    }
+    s
+}
+
+/// [`breakdown_rows`] by visit attributes.
+fn visit_breakdown_rows(site_id: u32, zone: &Zone, days: &Days, props: &[VisitProperty]) -> Sql {
     let tz = quote(zone.name());
     let between = |from: &Sql, to: &Sql| between(site_id, from, to);
     let around = SESSION_LOOKAROUND_SECS as i64;
@@ -383,6 +444,75 @@ pub fn breakdown_rows(site_id: u32, zone: &Zone, days: &Days, props: &[VisitProp
     s
 }
 
+/// [`breakdown_rows`] by event dimensions: each event under its own value.
+fn event_breakdown_rows(site_id: u32, zone: &Zone, days: &Days, props: &[EventProperty]) -> Sql {
+    let tz = quote(zone.name());
+    let names: Vec<String> = props
+        .iter()
+        .map(|p| quote(&Dimension::Event(*p).name()))
+        .collect();
+    let names = format!("[{}]", names.join(", "));
+    let values: Vec<String> = props
+        .iter()
+        .map(|p| format!("toString({})", event_property(*p)))
+        .collect();
+    let values = format!("[{}]", values.join(", "));
+    let tagged = |from: &Sql, to: &Sql, only_recurring: bool| {
+        let mut s = sql(&format!(
+            "SELECT timestamp, event_id, type, user_id, daily_visitor, \
+             arrayJoin(arrayEnumerate(e_values)) AS i, arrayElement({names}, i) AS dimension, \
+             arrayElement(e_values, i) AS value FROM (\
+             SELECT timestamp, event_id, type, user_id, daily_visitor, {values} AS e_values \
+             FROM {EVENTS} WHERE "
+        ));
+        s.append(&between(site_id, from, to));
+        if only_recurring {
+            s.push(" AND daily_visitor = 0");
+        }
+        s.push(")");
+        s
+    };
+    let mut s = sql(
+        "SELECT local_day, toUInt8(1) AS kind, utc_day, u_pieces AS day_pieces, \
+         toUInt64(e_pageviews) AS pageviews, toUInt64(e_events) AS events",
+    );
+    for c in &ROW_COLUMNS[5..13] {
+        s.push(&format!(", toUInt64(0) AS {c}"));
+    }
+    s.push(&format!(
+        ", toUInt64(e_daily) AS daily_visitors, toUInt64(u_daily) AS daily_visitors_utc_day, \
+         toUInt64(0) AS id_hash, dimension, value FROM (\
+         SELECT toDate(timestamp, 'UTC') AS utc_day, toDate(timestamp, {tz}) AS local_day, dimension, value, \
+         uniqExactIf(event_id, type = 'pageview') AS e_pageviews, uniqExact(event_id) AS e_events, \
+         uniqExactIf(user_id, daily_visitor = 1) AS e_daily FROM ("
+    ))
+    .append(&tagged(&days.start, &days.end, false))
+    .push(") GROUP BY local_day, utc_day, dimension, value) AS piece_events ANY LEFT JOIN (");
+    s.push(&format!(
+        "SELECT toDate(timestamp, 'UTC') AS utc_day, dimension, value, \
+         uniqExactIf(user_id, daily_visitor != 0) AS u_daily, \
+         toUInt8(uniqExact(toDate(timestamp, {tz}))) AS u_pieces FROM ("
+    ))
+    .append(&tagged(
+        &utc_floor(&days.start),
+        &utc_ceil(&days.end),
+        false,
+    ))
+    .push(") GROUP BY utc_day, dimension, value) AS utc_days USING utc_day, dimension, value");
+    s.push(" UNION ALL SELECT local_day, toUInt8(2) AS kind, utc_day, toUInt8(0) AS day_pieces");
+    for c in &ROW_COLUMNS[3..15] {
+        s.push(&format!(", toUInt64(0) AS {c}"));
+    }
+    s.push(&format!(
+        ", cityHash64(user_id) AS id_hash, dimension, value FROM (\
+         SELECT toDate(timestamp, {tz}) AS local_day, toDate(timestamp, 'UTC') AS utc_day, \
+         dimension, value, user_id FROM ("
+    ))
+    .append(&tagged(&days.start, &days.end, true))
+    .push(")) GROUP BY local_day, utc_day, dimension, value, id_hash");
+    s
+}
+
 /// The local days whose reads an hour `hour` (a `DateTime` column) changes: those within
 /// six hours (and one) of it, and those its UTC day overlaps.
 fn days_of_hour(tz: &str) -> String {
@@ -433,9 +563,9 @@ pub fn stale_days(site_ids: &[u32], zone: &Zone) -> Sql {
     sites(&mut s);
     s.push(" AND time_zone = ")
         .bind_str(zone.name())
-        .push(&format!(
-            " AND dimension = '' AND kind = 0)) AS g FROM {TABLE} WHERE "
-        ));
+        .push(" AND dimension = '' AND kind = 0 AND value = ")
+        .bind_str(BREAKDOWN_LAYOUT)
+        .push(&format!(")) AS g FROM {TABLE} WHERE "));
     sites(&mut s);
     s.push(" AND time_zone = ").bind_str(zone.name()).push(
         " AND kind = 0 GROUP BY site_id, local_day) AS generations USING site_id, local_day \
@@ -516,13 +646,17 @@ impl Source for RollupSource {
             [] => true,
             [Dimension::Time(TimeGrain::Bucket(b))] => *b != Bucket::Hour,
             [Dimension::Visit(_)] => true,
+            [Dimension::Event(p)] => {
+                EVENT_DIMENSIONS.contains(p)
+                    && spec.metrics.iter().all(|m| EVENT_METRICS.contains(m))
+            }
             _ => false,
         };
         // A comparison's restriction to the main rows' values: of the one attribute.
         let restriction_ok = match spec.restriction {
             None => true,
             Some(r) => {
-                matches!(spec.dimensions, [Dimension::Visit(_)])
+                matches!(spec.dimensions, [Dimension::Visit(_) | Dimension::Event(_)])
                     && r.dimensions == [0]
                     && r.values.iter().all(|v| v.len() == 1)
             }
@@ -568,7 +702,7 @@ fn select(spec: &Spec) -> Sql {
     // and the series read the day table. Either way the generation read is the day's
     // latest with its marker in the table read.
     let by_value = match spec.dimensions {
-        [Dimension::Visit(p)] => Some(*p),
+        [d @ (Dimension::Visit(_) | Dimension::Event(_))] => Some(d),
         _ => None,
     };
     let (table, key) = match by_value {
@@ -585,10 +719,8 @@ fn select(spec: &Spec) -> Sql {
         "SELECT local_day, {columns}{key} FROM {table} WHERE site_id = "
     ));
     of_site(&mut stored);
-    if let Some(p) = by_value {
-        stored
-            .push(" AND dimension = ")
-            .bind_str(&Dimension::Visit(p).name());
+    if let Some(d) = by_value {
+        stored.push(" AND dimension = ").bind_str(&d.name());
     }
     stored
         .push(" AND kind != 0 AND local_day >= ")
@@ -602,7 +734,9 @@ fn select(spec: &Spec) -> Sql {
     of_site(&mut stored);
     if by_value.is_some() {
         // The markers are the breakdown table's rows without a dimension.
-        stored.push(" AND dimension = ''");
+        stored
+            .push(" AND dimension = '' AND value = ")
+            .bind_str(BREAKDOWN_LAYOUT);
     }
     stored
         .push(" AND kind = 0 AND local_day >= ")
@@ -611,10 +745,15 @@ fn select(spec: &Spec) -> Sql {
         .append(&last)
         .push(" GROUP BY local_day)");
     let tail_rows = |days: &Days| match by_value {
-        Some(p) => {
+        Some(d) => {
             let mut s = sql(&format!("SELECT local_day, {columns}{key} FROM ("));
-            s.append(&breakdown_rows(spec.site_id, zone, days, &[p]))
-                .push(")");
+            s.append(&breakdown_rows(
+                spec.site_id,
+                zone,
+                days,
+                std::slice::from_ref(d),
+            ))
+            .push(")");
             s
         }
         None => rows(spec.site_id, zone, days),
@@ -630,7 +769,7 @@ fn select(spec: &Spec) -> Sql {
             }
             Bucket::Month | Bucket::Hour => sql("toString(toStartOfMonth(local_day))"),
         }),
-        [Dimension::Visit(_)] => Some(sql("value")),
+        [Dimension::Visit(_) | Dimension::Event(_)] => Some(sql("value")),
         _ => None,
     };
 
@@ -787,7 +926,8 @@ mod tests {
         for fields in [
             json!({"filters": [["is", "visit:country", ["DE"]]]}),
             json!({"dimensions": ["time:hour"]}),
-            json!({"dimensions": ["event:page"]}),
+            json!({"dimensions": ["event:page"], "metrics": ["visits"]}),
+            json!({"dimensions": ["event:props:plan"]}),
             json!({"dimensions": ["visit:source", "visit:country"]}),
             json!({"metrics": ["users"]}),
             json!({"date_range": ["2024-03-01T10:00:00+01:00", "2024-03-02T10:00:00+01:00"]}),
@@ -841,6 +981,17 @@ mod tests {
         let sql = p.main().inline();
         assert!(sql.contains("local_day < toDate('2024-04-01')"), "{sql}");
         assert!(!sql.contains("FROM events"), "no tail: {sql}");
+    }
+
+    #[test]
+    fn event_breakdowns_of_the_event_metrics_are_the_rollups() {
+        for dim in ["event:page", "event:name", "event:hostname", "event:type"] {
+            let p = plan_with_rollup(
+                json!({"metrics": ["visitors", "pageviews", "events", "percentage"], "dimensions": [dim]}),
+                "Europe/Berlin",
+            );
+            assert_eq!(p.source(), "rollup", "{dim}");
+        }
     }
 
     #[test]

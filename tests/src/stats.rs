@@ -2559,6 +2559,27 @@ pub fn rollup_queries(site_id: u32) -> Vec<Named> {
             ));
         }
     }
+    // By an event dimension, the event metrics.
+    for (name, range) in &ranges {
+        for dim in ["event:page", "event:name", "event:hostname", "event:type"] {
+            out.push((
+                format!("rollup: {name} by {dim}"),
+                query(
+                    site_id,
+                    json!({"metrics": ["visitors", "pageviews", "events", "percentage"],
+                           "date_range": range, "dimensions": [dim]}),
+                ),
+            ));
+        }
+    }
+    out.push((
+        "rollup: previous_period by event:page".into(),
+        query(
+            site_id,
+            json!({"metrics": ["visitors", "pageviews", "percentage"], "dimensions": ["event:page"],
+                   "include": {"comparisons": {"mode": "previous_period"}}}),
+        ),
+    ));
     out.push((
         "rollup: a page of exit pages by visits".into(),
         query(

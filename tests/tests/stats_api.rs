@@ -663,11 +663,12 @@ async fn the_daily_rollup_answers_as_the_events_do_before_and_after_it_is_comput
     db.client
         .query(
             "INSERT INTO stats_breakdown_days (site_id, time_zone, dimension, local_day, generation, kind, value, utc_day, pageviews) \
-             VALUES (?, 'Europe/Berlin', '', toDate('2025-10-22'), ?, 0, '', toDate('2025-10-22'), 0), \
+             VALUES (?, 'Europe/Berlin', '', toDate('2025-10-22'), ?, 0, ?, toDate('2025-10-22'), 0), \
              (?, 'Europe/Berlin', 'visit:country', toDate('2025-10-22'), ?, 1, 'ZZ', toDate('2025-10-22'), 2000000)",
         )
         .bind(site)
         .bind(now + 100)
+        .bind(rivulet_stats::rollup::BREAKDOWN_LAYOUT)
         .bind(site)
         .bind(now + 100)
         .execute()
