@@ -2262,6 +2262,46 @@ pub fn filter_queries(site_id: u32) -> Vec<Named> {
         json!(["visitors", "pageviews", "percentage"]),
         json!([["contains", "event:page", ["blog"], {"case_sensitive": false}]]),
     ));
+    // Event rows and filters that only pick visits: the events of the visits kept.
+    out.push(with(
+        "is visit:country and is visit:browser, by event:page",
+        json!(["event:page"]),
+        json!(["visitors", "visits", "pageviews", "events", "percentage"]),
+        json!([
+            ["is", "visit:country", ["DE"]],
+            ["is", "visit:browser", ["Chrome"]]
+        ]),
+    ));
+    out.push(with(
+        "is_not visit:source and contains event:page, by event:name",
+        json!(["event:name"]),
+        json!(["visitors", "events", "users"]),
+        json!([["is_not", "visit:source", ["Direct / None"]], ["contains", "event:page", ["blog"], {"case_sensitive": false}]]),
+    ));
+    out.push(with(
+        "not (visit:device or matches visit:entry_page)",
+        json!([]),
+        json!(["visitors", "visits", "pageviews"]),
+        json!([[
+            "not",
+            [
+                "or",
+                [
+                    ["is", "visit:device", ["Mobile"]],
+                    ["matches", "visit:entry_page", ["^/blog"]]
+                ]
+            ]
+        ]]),
+    ));
+    out.push((
+        "filter: is visit:channel, by event:page, previous period".into(),
+        query(
+            site_id,
+            json!({"metrics": ["visitors", "pageviews"], "dimensions": ["event:page"],
+                   "filters": [["is", "visit:channel", ["Organic Search", "Direct"]]],
+                   "include": {"comparisons": {"mode": "previous_period"}}}),
+        ),
+    ));
     out.push(with(
         "the docs' visits by source",
         json!(["visit:source"]),
@@ -2616,6 +2656,7 @@ pub fn cluster_queries(site_id: u32) -> Vec<Named> {
         "visit:country",
         "filter: the docs' mixed tree",
         "filter: the docs' visits by source",
+        "filter: is visit:country and is visit:browser, by event:page",
         "time:day over the main range",
         "previous_period: totals",
     ];
