@@ -529,12 +529,7 @@ impl<'a> Builder<'a> {
             .push(") AS ev ANY LEFT JOIN (")
             .append(&self.visit_attributes())
             .push(") AS vis USING session_id");
-        let rest: Vec<&Filter> = self
-            .spec
-            .filters
-            .iter()
-            .filter(|f| !f.all_leaves(&|l| !l.dimension.is_visit()))
-            .collect();
+        let rest = self.visit_filters();
         let expr = |d: &Dimension| self.dimension(d);
         let mut conditions = filters::conjunction(&rest, &expr);
         if let Some(r) = self.spec.restriction {
@@ -549,16 +544,20 @@ impl<'a> Builder<'a> {
         s
     }
 
+    /// The top-level filters that read a visit attribute (the rest read the event alone).
+    fn visit_filters(&self) -> Vec<&Filter> {
+        self.spec
+            .filters
+            .iter()
+            .filter(|f| !f.all_leaves(&|l| !l.dimension.is_visit()))
+            .collect()
+    }
+
     /// The range's events (and their person) of the visits the visit filters keep, with
     /// the restriction: `(events) AS ev WHERE session_id GLOBAL IN (…) AND …`. The visits
     /// are those [`Self::joined`] keeps: the same attributes, over the same events.
     fn in_kept_visits(&self) -> Sql {
-        let on_visit: Vec<&Filter> = self
-            .spec
-            .filters
-            .iter()
-            .filter(|f| !f.all_leaves(&|l| !l.dimension.is_visit()))
-            .collect();
+        let on_visit = self.visit_filters();
         let attribute = |d: &Dimension| match d {
             Dimension::Visit(p) => sql(&visit_aggregate(*p)),
             _ => self.event_expression(d),
@@ -632,12 +631,7 @@ impl<'a> Builder<'a> {
             .append(&self.range(SESSION_LOOKAROUND_SECS))
             .append(&self.visit_prefilter())
             .push(" GROUP BY session_id HAVING g_counted > 0");
-        let on_visit: Vec<&Filter> = self
-            .spec
-            .filters
-            .iter()
-            .filter(|f| !f.all_leaves(&|l| !l.dimension.is_visit()))
-            .collect();
+        let on_visit = self.visit_filters();
         let expr = |d: &Dimension| self.dimension(d);
         let c = filters::conjunction(&on_visit, &expr);
         if !c.is_empty() {

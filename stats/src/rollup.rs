@@ -377,26 +377,10 @@ fn visit_breakdown_rows(site_id: u32, zone: &Zone, days: &Days, props: &[VisitPr
          toUInt64(v_duration_started) AS duration_started, toUInt64(v_duration_carried) AS duration_carried, \
          toUInt64(v_views_started) AS views_started, toUInt64(v_views_carried) AS views_carried, \
          toUInt64(e_daily) AS daily_visitors, toUInt64(u_daily) AS daily_visitors_utc_day, \
-         toUInt64(0) AS id_hash, dimension, value FROM (\
-         SELECT utc_day, local_day, dimension, value, e_pageviews, e_events, e_daily, u_daily, u_pieces FROM (",
+         toUInt64(0) AS id_hash, dimension, value FROM (",
     );
-    s.push(&format!(
-        "SELECT toDate(timestamp, 'UTC') AS utc_day, toDate(timestamp, {tz}) AS local_day, dimension, value, \
-         uniqExactIf(event_id, type = 'pageview') AS e_pageviews, uniqExact(event_id) AS e_events, \
-         uniqExactIf(user_id, daily_visitor = 1) AS e_daily FROM ("
-    ))
-    .append(&tagged(&days.start, &days.end, false))
-    .push(") GROUP BY local_day, utc_day, dimension, value) AS piece_events ANY LEFT JOIN (");
-    s.push(&format!(
-        "SELECT toDate(timestamp, 'UTC') AS utc_day, dimension, value, \
-         uniqExactIf(user_id, daily_visitor != 0) AS u_daily, \
-         toUInt8(uniqExact(toDate(timestamp, {tz}))) AS u_pieces FROM ("
-    ))
-    .append(&tagged(&utc_floor(&days.start), &utc_ceil(&days.end), false))
-    .push(
-        ") GROUP BY utc_day, dimension, value) AS utc_days USING utc_day, dimension, value) AS pieces \
-         ANY LEFT JOIN (",
-    );
+    s.append(&value_events(&tz, days, &tagged))
+        .push(") AS pieces ANY LEFT JOIN (");
     // Each piece's visits by value: as in `rows`, each visit with its values.
     s.push(&format!(
         "SELECT toDate(intDiv(piece, 65536)) AS local_day, toDate(piece % 65536) AS utc_day, dimension, value, \
@@ -429,18 +413,7 @@ fn visit_breakdown_rows(site_id: u32, zone: &Zone, days: &Days, props: &[VisitPr
          USING local_day, utc_day, dimension, value",
     );
 
-    // The recurring ids of each value.
-    s.push(" UNION ALL SELECT local_day, toUInt8(2) AS kind, utc_day, toUInt8(0) AS day_pieces");
-    for c in &ROW_COLUMNS[3..15] {
-        s.push(&format!(", toUInt64(0) AS {c}"));
-    }
-    s.push(&format!(
-        ", cityHash64(user_id) AS id_hash, dimension, value FROM (\
-         SELECT toDate(timestamp, {tz}) AS local_day, toDate(timestamp, 'UTC') AS utc_day, \
-         dimension, value, user_id FROM ("
-    ))
-    .append(&tagged(&days.start, &days.end, true))
-    .push(")) GROUP BY local_day, utc_day, dimension, value, id_hash");
+    s.append(&value_ids(&tz, days, &tagged));
     s
 }
 
@@ -479,15 +452,34 @@ fn event_breakdown_rows(site_id: u32, zone: &Zone, days: &Days, props: &[EventPr
     for c in &ROW_COLUMNS[5..13] {
         s.push(&format!(", toUInt64(0) AS {c}"));
     }
-    s.push(&format!(
+    s.push(
         ", toUInt64(e_daily) AS daily_visitors, toUInt64(u_daily) AS daily_visitors_utc_day, \
-         toUInt64(0) AS id_hash, dimension, value FROM (\
+         toUInt64(0) AS id_hash, dimension, value FROM (",
+    )
+    .append(&value_events(&tz, days, &tagged))
+    .push(") AS pieces")
+    .append(&value_ids(&tz, days, &tagged));
+    s
+}
+
+/// A tagged event stream of `[from, to)` for [`breakdown_rows`]: `timestamp`, `event_id`,
+/// `type`, `user_id`, `daily_visitor`, `dimension`, `value`; only the recurring ids' events
+/// when asked.
+type Tagged<'a> = dyn Fn(&Sql, &Sql, bool) -> Sql + 'a;
+
+/// Each piece's events by value, and its whole UTC day's: `utc_day`, `local_day`,
+/// `dimension`, `value`, `e_pageviews`, `e_events`, `e_daily`, `u_daily`, `u_pieces`.
+fn value_events(tz: &str, days: &Days, tagged: &Tagged) -> Sql {
+    let mut s = sql(&format!(
+        "SELECT utc_day, local_day, dimension, value, e_pageviews, e_events, e_daily, u_daily, u_pieces FROM (\
          SELECT toDate(timestamp, 'UTC') AS utc_day, toDate(timestamp, {tz}) AS local_day, dimension, value, \
          uniqExactIf(event_id, type = 'pageview') AS e_pageviews, uniqExact(event_id) AS e_events, \
          uniqExactIf(user_id, daily_visitor = 1) AS e_daily FROM ("
-    ))
-    .append(&tagged(&days.start, &days.end, false))
-    .push(") GROUP BY local_day, utc_day, dimension, value) AS piece_events ANY LEFT JOIN (");
+    ));
+    s.append(&tagged(&days.start, &days.end, false))
+        .push(") GROUP BY local_day, utc_day, dimension, value) AS piece_events ANY LEFT JOIN (");
+    // (`!= 0`, not `= 1`: 18.16 takes two equal expressions on the sides of a JOIN for
+    // one column.)
     s.push(&format!(
         "SELECT toDate(timestamp, 'UTC') AS utc_day, dimension, value, \
          uniqExactIf(user_id, daily_visitor != 0) AS u_daily, \
@@ -499,7 +491,13 @@ fn event_breakdown_rows(site_id: u32, zone: &Zone, days: &Days, props: &[EventPr
         false,
     ))
     .push(") GROUP BY utc_day, dimension, value) AS utc_days USING utc_day, dimension, value");
-    s.push(" UNION ALL SELECT local_day, toUInt8(2) AS kind, utc_day, toUInt8(0) AS day_pieces");
+    s
+}
+
+/// ` UNION ALL` the recurring ids of each piece and value (kind 2 rows).
+fn value_ids(tz: &str, days: &Days, tagged: &Tagged) -> Sql {
+    let mut s =
+        sql(" UNION ALL SELECT local_day, toUInt8(2) AS kind, utc_day, toUInt8(0) AS day_pieces");
     for c in &ROW_COLUMNS[3..15] {
         s.push(&format!(", toUInt64(0) AS {c}"));
     }
