@@ -435,6 +435,22 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                     "by entry page, previous period",
                     json!({"dimensions": ["visit:entry_page"], "include": {"comparisons": {"mode": "previous_period"}}}),
                 ),
+                (
+                    "pageview pages, previous period",
+                    json!({"metrics": ["visitors", "pageviews", "percentage"], "dimensions": ["event:page"],
+                           "filters": [["is", "event:type", ["pageview"]]],
+                           "include": {"comparisons": {"mode": "previous_period"}}}),
+                ),
+                (
+                    "custom event names",
+                    json!({"metrics": ["visitors", "events", "percentage"], "dimensions": ["event:name"],
+                           "filters": [["is", "event:type", ["custom_event"]]]}),
+                ),
+                (
+                    "totals with users, beside the events",
+                    json!({"metrics": ["visitors", "users", "bounce_rate"],
+                           "include": {"comparisons": {"mode": "previous_period"}}}),
+                ),
             ] {
                 let mut request =
                     json!({"site_id": site_id, "metrics": metrics, "date_range": range});
@@ -460,7 +476,11 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                 let plan = planner
                     .plan(&req, &site, i64::from(now))
                     .map_err(|e| format!("rollup {name}: {e}"))?;
-                if plan.source() != rollup::SOURCE_NAME {
+                let on = [
+                    rollup::SOURCE_NAME,
+                    rivulet_stats::planner::SPLIT_ROLLUP_NAME,
+                ];
+                if !on.contains(&plan.source()) {
                     return Err(format!("rollup {name}: planned on {}", plan.source()));
                 }
                 let mut st = statement_json(&case, plan.main())?;

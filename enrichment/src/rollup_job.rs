@@ -79,8 +79,8 @@ struct Computed {
 }
 
 /// One row of `stats_breakdown_days`: [`RollupRow`]'s columns for one value of one
-/// dimension (in a marker, no dimension and the layout as its value). Its own struct: rows are written by column name,
-/// in the order of their fields.
+/// dimension (in a marker, no dimension and the layout as its value). Its own struct:
+/// rows are written by column name, in the order of their fields.
 #[derive(Debug, Clone, Default, PartialEq, Row, Serialize, Deserialize)]
 pub struct BreakdownRow {
     pub site_id: u32,
@@ -411,8 +411,14 @@ impl RollupJob {
             let (Some(first), Some(last)) = (run.first(), run.last()) else {
                 continue;
             };
-            let Ok(range) = Days::literal(zone, first.0, last.0) else {
-                continue;
+            // `compute` has resolved the whole range; a part of it cannot fail to. Were it
+            // to, its days would keep no breakdown marker and stay stale: say so.
+            let range = match Days::literal(zone, first.0, last.0) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(site_id, error = %e, "rollup: breakdown days out of range; skipped");
+                    continue;
+                }
             };
             let mut rows: Vec<ComputedBreakdown> = Vec::new();
             for some in dims.chunks(BREAKDOWN_DIMENSIONS) {

@@ -40,9 +40,10 @@ use crate::dimensions::{
 use crate::events_source::{
     engagement_list, event_property, visit_aggregate, EventsSource, TABLE as EVENTS,
 };
+use crate::filters::{Filter, Leaf, Op};
 use crate::limits::SESSION_LOOKAROUND_SECS;
 use crate::metrics::Metric;
-use crate::planner::{Source, Spec};
+use crate::planner::{Restriction, Source, Spec};
 use crate::response::decode_rows;
 use crate::sql::{quote, sql, Sql, Statement};
 use crate::{SiteContext, StatsError};
@@ -89,7 +90,8 @@ pub const ROW_COLUMNS: [&str; 16] = [
 /// What a generation's breakdowns hold, written as its markers' `value`: a generation
 /// of another layout (another set of dimensions) counts as missing, and its days are
 /// computed again. Changed with [`breakdown_dimensions`].
-pub const BREAKDOWN_LAYOUT: &str = "visit attributes; event page, name, hostname, type";
+pub const BREAKDOWN_LAYOUT: &str =
+    "visit attributes; event page, name, hostname, type; pageview pages, custom event names";
 
 /// The event dimensions the breakdown table holds (not a custom property: any name).
 pub const EVENT_DIMENSIONS: [EventProperty; 4] = [
@@ -99,13 +101,47 @@ pub const EVENT_DIMENSIONS: [EventProperty; 4] = [
     EventProperty::Type,
 ];
 
-/// The dimensions the breakdown table holds: every visit attribute and
-/// [`EVENT_DIMENSIONS`].
-pub fn breakdown_dimensions() -> Vec<Dimension> {
+/// The event dimensions the breakdown table also holds over the events of one type: what
+/// the dashboard asks with an `event:type` filter (its Top pages, of pageviews, and its
+/// Custom events).
+pub const TYPED_EVENT_DIMENSIONS: [(EventProperty, &str); 2] = [
+    (EventProperty::Page, "pageview"),
+    (EventProperty::Name, "custom_event"),
+];
+
+/// One breakdown the table holds: by a dimension, of every event or of the events of one
+/// type only ([`TYPED_EVENT_DIMENSIONS`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Breakdown {
+    pub dimension: Dimension,
+    pub of_type: Option<&'static str>,
+}
+
+impl Breakdown {
+    /// Its `dimension` in the table: the dimension's name, and the type after a `|`.
+    pub fn name(&self) -> String {
+        match self.of_type {
+            None => self.dimension.name(),
+            Some(t) => format!("{}|event:type={t}", self.dimension.name()),
+        }
+    }
+}
+
+/// The breakdowns the table holds: by every visit attribute, by [`EVENT_DIMENSIONS`],
+/// and [`TYPED_EVENT_DIMENSIONS`].
+pub fn breakdown_dimensions() -> Vec<Breakdown> {
+    let all = |dimension| Breakdown {
+        dimension,
+        of_type: None,
+    };
     VISIT_PROPERTIES
         .iter()
-        .map(|(p, _)| Dimension::Visit(*p))
-        .chain(EVENT_DIMENSIONS.iter().map(|p| Dimension::Event(*p)))
+        .map(|(p, _)| all(Dimension::Visit(*p)))
+        .chain(EVENT_DIMENSIONS.iter().map(|p| all(Dimension::Event(*p))))
+        .chain(TYPED_EVENT_DIMENSIONS.iter().map(|(p, t)| Breakdown {
+            dimension: Dimension::Event(*p),
+            of_type: Some(t),
+        }))
         .collect()
 }
 
@@ -300,18 +336,21 @@ pub fn rows(site_id: u32, zone: &Zone, days: &Days) -> Sql {
 /// value, and no visits (a visit has events of several pages: the rollup answers only
 /// the event metrics of those). Dimensions of neither kind are left out. The job inserts
 /// them into [`BREAKDOWN_TABLE`]; a query reads its tail through them.
-pub fn breakdown_rows(site_id: u32, zone: &Zone, days: &Days, dims: &[Dimension]) -> Sql {
+pub fn breakdown_rows(site_id: u32, zone: &Zone, days: &Days, dims: &[Breakdown]) -> Sql {
     let visit: Vec<VisitProperty> = dims
         .iter()
-        .filter_map(|d| match d {
-            Dimension::Visit(p) => Some(*p),
+        .filter_map(|b| match (&b.dimension, b.of_type) {
+            (Dimension::Visit(p), None) => Some(*p),
             _ => None,
         })
         .collect();
-    let event: Vec<EventProperty> = dims
+    let event: Vec<(EventProperty, Option<&'static str>)> = dims
         .iter()
-        .filter_map(|d| match d {
-            Dimension::Event(p) if EVENT_DIMENSIONS.contains(p) => Some(*p),
+        .filter_map(|b| match (&b.dimension, b.of_type) {
+            (Dimension::Event(p), None) if EVENT_DIMENSIONS.contains(p) => Some((*p, None)),
+            (Dimension::Event(p), Some(t)) if TYPED_EVENT_DIMENSIONS.contains(&(*p, t)) => {
+                Some((*p, Some(t)))
+            }
             _ => None,
         })
         .collect();
@@ -417,32 +456,52 @@ fn visit_breakdown_rows(site_id: u32, zone: &Zone, days: &Days, props: &[VisitPr
     s
 }
 
-/// [`breakdown_rows`] by event dimensions: each event under its own value.
-fn event_breakdown_rows(site_id: u32, zone: &Zone, days: &Days, props: &[EventProperty]) -> Sql {
+/// [`breakdown_rows`] by event dimensions: each event under its own value; by a typed
+/// one, only the events of its type (the others have no dimension, and are dropped).
+fn event_breakdown_rows(
+    site_id: u32,
+    zone: &Zone,
+    days: &Days,
+    props: &[(EventProperty, Option<&'static str>)],
+) -> Sql {
     let tz = quote(zone.name());
     let names: Vec<String> = props
         .iter()
-        .map(|p| quote(&Dimension::Event(*p).name()))
+        .map(|(p, of_type)| {
+            let name = Breakdown {
+                dimension: Dimension::Event(*p),
+                of_type: *of_type,
+            }
+            .name();
+            match of_type {
+                None => quote(&name),
+                Some(t) => format!("if(type = {}, {}, '')", quote(t), quote(&name)),
+            }
+        })
         .collect();
     let names = format!("[{}]", names.join(", "));
     let values: Vec<String> = props
         .iter()
-        .map(|p| format!("toString({})", event_property(*p)))
+        .map(|(p, _)| format!("toString({})", event_property(*p)))
         .collect();
     let values = format!("[{}]", values.join(", "));
+    let typed = props.iter().any(|(_, t)| t.is_some());
     let tagged = |from: &Sql, to: &Sql, only_recurring: bool| {
         let mut s = sql(&format!(
             "SELECT timestamp, event_id, type, user_id, daily_visitor, \
-             arrayJoin(arrayEnumerate(e_values)) AS i, arrayElement({names}, i) AS dimension, \
+             arrayJoin(arrayEnumerate(e_values)) AS i, arrayElement(e_names, i) AS dimension, \
              arrayElement(e_values, i) AS value FROM (\
-             SELECT timestamp, event_id, type, user_id, daily_visitor, {values} AS e_values \
-             FROM {EVENTS} WHERE "
+             SELECT timestamp, event_id, type, user_id, daily_visitor, {names} AS e_names, \
+             {values} AS e_values FROM {EVENTS} WHERE "
         ));
         s.append(&between(site_id, from, to));
         if only_recurring {
             s.push(" AND daily_visitor = 0");
         }
         s.push(")");
+        if typed {
+            s.push(" WHERE dimension != ''");
+        }
         s
     };
     let mut s = sql(
@@ -641,11 +700,13 @@ impl Source for RollupSource {
 
     fn covers(&self, spec: &Spec) -> bool {
         let dimensions_ok = match spec.dimensions {
-            [] => true,
-            [Dimension::Time(TimeGrain::Bucket(b))] => *b != Bucket::Hour,
-            [Dimension::Visit(_)] => true,
-            [Dimension::Event(p)] => {
-                EVENT_DIMENSIONS.contains(p)
+            [] => spec.filters.is_empty(),
+            [Dimension::Time(TimeGrain::Bucket(b))] => {
+                *b != Bucket::Hour && spec.filters.is_empty()
+            }
+            [Dimension::Visit(_)] => stored_breakdown(spec).is_some(),
+            [Dimension::Event(_)] => {
+                stored_breakdown(spec).is_some()
                     && spec.metrics.iter().all(|m| EVENT_METRICS.contains(m))
             }
             _ => false,
@@ -662,7 +723,6 @@ impl Source for RollupSource {
         dimensions_ok
             && restriction_ok
             && spec.rollup_stale.is_some()
-            && spec.filters.is_empty()
             && spec.range.whole_days
             && spec.metrics.iter().all(|m| METRICS.contains(m))
     }
@@ -673,6 +733,42 @@ impl Source for RollupSource {
         }
         select(spec)
     }
+}
+
+/// The breakdown of the table that answers a spec by one attribute: its dimension with no
+/// filter, or a typed one ([`TYPED_EVENT_DIMENSIONS`]) with the filter `event:type is`
+/// that type (case-sensitive: the stored types are).
+fn stored_breakdown(spec: &Spec) -> Option<Breakdown> {
+    let [dimension] = spec.dimensions else {
+        return None;
+    };
+    let of_type = match spec.filters {
+        [] => None,
+        [Filter::Leaf(Leaf {
+            op: Op::Is,
+            dimension: Dimension::Event(EventProperty::Type),
+            values,
+            case_sensitive: true,
+        })] => match (dimension, values.as_slice()) {
+            (Dimension::Event(p), [v]) => TYPED_EVENT_DIMENSIONS
+                .iter()
+                .find(|(q, t)| q == p && t == v)
+                .map(|(_, t)| *t),
+            _ => None,
+        }
+        .map(Some)?,
+        _ => return None,
+    };
+    let stored = match (dimension, of_type) {
+        (Dimension::Visit(_), None) => true,
+        (Dimension::Event(p), None) => EVENT_DIMENSIONS.contains(p),
+        (Dimension::Event(_), Some(_)) => true,
+        _ => false,
+    };
+    stored.then(|| Breakdown {
+        dimension: dimension.clone(),
+        of_type,
+    })
 }
 
 fn select(spec: &Spec) -> Sql {
@@ -699,10 +795,7 @@ fn select(spec: &Spec) -> Sql {
     // A breakdown by a visit attribute reads its rows of the breakdown table; the totals
     // and the series read the day table. Either way the generation read is the day's
     // latest with its marker in the table read.
-    let by_value = match spec.dimensions {
-        [d @ (Dimension::Visit(_) | Dimension::Event(_))] => Some(d),
-        _ => None,
-    };
+    let by_value = stored_breakdown(spec);
     let (table, key) = match by_value {
         Some(_) => (BREAKDOWN_TABLE, ", value"),
         None => (TABLE, ""),
@@ -717,8 +810,8 @@ fn select(spec: &Spec) -> Sql {
         "SELECT local_day, {columns}{key} FROM {table} WHERE site_id = "
     ));
     of_site(&mut stored);
-    if let Some(d) = by_value {
-        stored.push(" AND dimension = ").bind_str(&d.name());
+    if let Some(b) = &by_value {
+        stored.push(" AND dimension = ").bind_str(&b.name());
     }
     stored
         .push(" AND kind != 0 AND local_day >= ")
@@ -742,14 +835,14 @@ fn select(spec: &Spec) -> Sql {
         .push(" AND local_day <= ")
         .append(&last)
         .push(" GROUP BY local_day)");
-    let tail_rows = |days: &Days| match by_value {
-        Some(d) => {
+    let tail_rows = |days: &Days| match &by_value {
+        Some(b) => {
             let mut s = sql(&format!("SELECT local_day, {columns}{key} FROM ("));
             s.append(&breakdown_rows(
                 spec.site_id,
                 zone,
                 days,
-                std::slice::from_ref(d),
+                std::slice::from_ref(b),
             ))
             .push(")");
             s
@@ -826,15 +919,37 @@ fn select(spec: &Spec) -> Sql {
             Metric::Visitors => visitors.to_string(),
             Metric::Percentage => {
                 // Of all the range's visitors, as `EventsSource` divides: the same
-                // query without its dimensions, a scalar computed once.
-                let total = Spec {
-                    metrics: &[Metric::Visitors],
-                    dimensions: &[],
-                    restriction: None,
-                    ..*spec
+                // query without its dimensions, a scalar computed once. With a type's
+                // filter, the visitors of that type: its row by `event:type`.
+                let of_type = by_value.as_ref().and_then(|b| b.of_type);
+                let typed = of_type.map(|t| {
+                    (
+                        [Dimension::Event(EventProperty::Type)],
+                        Restriction {
+                            dimensions: vec![0],
+                            values: vec![vec![t.to_string()]],
+                        },
+                    )
+                });
+                let total = match &typed {
+                    None => Spec {
+                        metrics: &[Metric::Visitors],
+                        dimensions: &[],
+                        restriction: None,
+                        filters: &[],
+                        ..*spec
+                    },
+                    Some((dimensions, restriction)) => Spec {
+                        metrics: &[Metric::Visitors],
+                        dimensions,
+                        restriction: Some(restriction),
+                        filters: &[],
+                        ..*spec
+                    },
                 };
+                // (`sum`: one row even when no event has the type.)
                 let mut s = sql(&format!(
-                    "100 * ({visitors}) / greatest((SELECT visitors FROM ("
+                    "100 * ({visitors}) / greatest((SELECT sum(visitors) FROM ("
                 ));
                 s.append(&select(&total)).push(")), 1) AS percentage");
                 columns.push(s);
@@ -990,6 +1105,62 @@ mod tests {
             );
             assert_eq!(p.source(), "rollup", "{dim}");
         }
+    }
+
+    #[test]
+    fn pageview_pages_and_custom_event_names_are_the_typed_rollups() {
+        let site = SiteContext {
+            rollup: RollupState::Stale(vec!["2024-03-20".parse().unwrap()]),
+            ..SiteContext::utc(1)
+        };
+        let planner = Planner::default().with_source(Arc::new(RollupSource));
+        for (dim, t) in [("event:page", "pageview"), ("event:name", "custom_event")] {
+            let req = request(
+                json!({"metrics": ["visitors", "pageviews", "events", "percentage"],
+                "dimensions": [dim], "filters": [["is", "event:type", [t]]]}),
+            );
+            let p = planner.plan(&req, &site, NOW).unwrap();
+            assert_eq!(p.source(), "rollup", "{dim}");
+            let sql = p.main().inline();
+            let name = format!("{dim}|event:type={t}");
+            assert!(sql.contains(&format!("dimension = '{name}'")), "{sql}");
+            // The tail keeps the type's events only.
+            assert!(
+                sql.contains(&format!("if(type = '{t}', '{name}', '')")),
+                "{sql}"
+            );
+            assert!(sql.contains("WHERE dimension != ''"), "{sql}");
+            // The percentage's total: the visitors of the type, its row by event:type.
+            assert!(sql.contains("dimension = 'event:type'"), "{sql}");
+            assert!(sql.contains(&format!("WHERE value IN ('{t}')")), "{sql}");
+        }
+    }
+
+    #[test]
+    fn other_types_other_operators_and_more_filters_are_the_events() {
+        for filters in [
+            json!([["is", "event:type", ["outbound"]]]),
+            json!([["is", "event:type", ["custom_event"]]]),
+            json!([["is", "event:type", ["pageview", "custom_event"]]]),
+            json!([["is", "event:type", ["pageview"], {"case_sensitive": false}]]),
+            json!([["is_not", "event:type", ["pageview"]]]),
+            json!([
+                ["is", "event:type", ["pageview"]],
+                ["is", "visit:country", ["DE"]]
+            ]),
+        ] {
+            let p = plan_with_rollup(
+                json!({"metrics": ["visitors"], "dimensions": ["event:page"], "filters": filters}),
+                "UTC",
+            );
+            assert_eq!(p.source(), "events", "{filters}");
+        }
+        // The overview of a type is not stored either.
+        let p = plan_with_rollup(
+            json!({"metrics": ["visitors"], "filters": [["is", "event:type", ["pageview"]]]}),
+            "UTC",
+        );
+        assert_eq!(p.source(), "events");
     }
 
     #[test]

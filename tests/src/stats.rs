@@ -2612,6 +2612,29 @@ pub fn rollup_queries(site_id: u32) -> Vec<Named> {
             ));
         }
     }
+    // Of one type (the dashboard's Top pages and Custom events): their own breakdowns.
+    for (name, range) in &ranges {
+        for (dim, of_type) in [("event:page", "pageview"), ("event:name", "custom_event")] {
+            out.push((
+                format!("rollup: {name} by {dim} of {of_type}s"),
+                query(
+                    site_id,
+                    json!({"metrics": ["visitors", "pageviews", "events", "percentage"],
+                           "date_range": range, "dimensions": [dim],
+                           "filters": [["is", "event:type", [of_type]]]}),
+                ),
+            ));
+        }
+    }
+    out.push((
+        "rollup: year_over_year by event:name of custom_events".into(),
+        query(
+            site_id,
+            json!({"metrics": ["visitors", "events", "percentage"], "dimensions": ["event:name"],
+                   "filters": [["is", "event:type", ["custom_event"]]],
+                   "include": {"comparisons": {"mode": "year_over_year"}}}),
+        ),
+    ));
     out.push((
         "rollup: previous_period by event:page".into(),
         query(

@@ -664,11 +664,14 @@ async fn the_daily_rollup_answers_as_the_events_do_before_and_after_it_is_comput
         .query(
             "INSERT INTO stats_breakdown_days (site_id, time_zone, dimension, local_day, generation, kind, value, utc_day, pageviews) \
              VALUES (?, 'Europe/Berlin', '', toDate('2025-10-22'), ?, 0, ?, toDate('2025-10-22'), 0), \
-             (?, 'Europe/Berlin', 'visit:country', toDate('2025-10-22'), ?, 1, 'ZZ', toDate('2025-10-22'), 2000000)",
+             (?, 'Europe/Berlin', 'visit:country', toDate('2025-10-22'), ?, 1, 'ZZ', toDate('2025-10-22'), 2000000), \
+             (?, 'Europe/Berlin', 'event:page|event:type=pageview', toDate('2025-10-22'), ?, 1, '/zz', toDate('2025-10-22'), 3000000)",
         )
         .bind(site)
         .bind(now + 100)
         .bind(rivulet_stats::rollup::BREAKDOWN_LAYOUT)
+        .bind(site)
+        .bind(now + 100)
         .bind(site)
         .bind(now + 100)
         .execute()
@@ -685,6 +688,15 @@ async fn the_daily_rollup_answers_as_the_events_do_before_and_after_it_is_comput
     assert_eq!(
         forged["results"],
         json!([{"dimensions": ["ZZ"], "metrics": [2_000_000]}]),
+        "{forged}"
+    );
+    let mut pageview_pages = day.clone();
+    pageview_pages["dimensions"] = json!(["event:page"]);
+    pageview_pages["filters"] = json!([["is", "event:type", ["pageview"]]]);
+    let (_, _, forged) = stats::ask(&f.admin.url, Some(&key), &pageview_pages).await;
+    assert_eq!(
+        forged["results"],
+        json!([{"dimensions": ["/zz"], "metrics": [3_000_000]}]),
         "{forged}"
     );
     db.client
