@@ -448,8 +448,7 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                 ),
                 (
                     "totals with users, beside the events",
-                    json!({"metrics": ["visitors", "users", "bounce_rate"],
-                           "include": {"comparisons": {"mode": "previous_period"}}}),
+                    json!({"metrics": ["visitors", "users", "bounce_rate"]}),
                 ),
             ] {
                 let mut request =

@@ -304,12 +304,12 @@ impl Source for Split {
                 metrics: &covered,
                 ..*spec
             }))
-            .push(") CROSS JOIN (")
+            .push(") AS part CROSS JOIN (")
             .append(&EventsSource.select(&Spec {
                 metrics: &rest,
                 ..*spec
             }))
-            .push(")");
+            .push(") AS exact");
         s
     }
 }
@@ -692,7 +692,7 @@ mod tests {
         assert!(
             sql.starts_with(
                 "SELECT * FROM (SELECT users, visitors FROM (SELECT sum(v) AS visitors FROM rollup \
-                 WHERE site_id = 1) CROSS JOIN (SELECT uniqExactIf(person, person != '') AS users FROM"
+                 WHERE site_id = 1) AS part CROSS JOIN (SELECT uniqExactIf(person, person != '') AS users FROM"
             ),
             "{sql}"
         );
