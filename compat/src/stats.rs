@@ -430,7 +430,10 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                     json!({"dimensions": ["time:week"], "include": {"comparisons": {"mode": "previous_period"}}}),
                 ),
                 ("by month", json!({"dimensions": ["time:month"]})),
-                ("by source", json!({"dimensions": ["visit:source"]})),
+                (
+                    "by source",
+                    json!({"dimensions": ["visit:source"], "include": {"total_rows": true}}),
+                ),
                 (
                     "by entry page, previous period",
                     json!({"dimensions": ["visit:entry_page"], "include": {"comparisons": {"mode": "previous_period"}}}),
@@ -444,7 +447,8 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                 (
                     "custom event names",
                     json!({"metrics": ["visitors", "events", "percentage"], "dimensions": ["event:name"],
-                           "filters": [["is", "event:type", ["custom_event"]]]}),
+                           "filters": [["is", "event:type", ["custom_event"]]],
+                           "include": {"total_rows": true}}),
                 ),
                 (
                     "totals with users, beside the events",
@@ -485,6 +489,12 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                 let mut st = statement_json(&case, plan.main())?;
                 st["name"] = json!(format!("rollup {label} {name} (site {site_id})"));
                 out.push(st);
+                if let Some(t) = plan.total_rows() {
+                    let mut st = statement_json(&case, t)?;
+                    st["name"] =
+                        json!(format!("rollup {label} {name} total_rows (site {site_id})"));
+                    out.push(st);
+                }
                 if let Some(c) = plan.comparison(&[]) {
                     let mut st = statement_json(&case, &c)?;
                     st["name"] =

@@ -62,6 +62,12 @@ pub trait Source: Send + Sync + Debug {
     /// The relation: columns `d0`… then the metrics by name, one row per group, with no
     /// `ORDER BY`, `LIMIT`, `FORMAT` or `SETTINGS`.
     fn select(&self, spec: &Spec) -> Sql;
+    /// How many rows [`Self::select`] has (`include.total_rows`), as one row of one
+    /// column, `total_rows`, when the source can count them for less than the relation
+    /// costs; `None` (the default): the relation's rows are counted.
+    fn count_rows(&self, _spec: &Spec) -> Option<Sql> {
+        None
+    }
 }
 
 /// Picks a source for each query and builds its statements.
@@ -215,10 +221,13 @@ impl Planner {
         let main = Statement::new("stats_main", main, columns.clone(), settings.clone());
 
         let total_rows = query.include.total_rows.then(|| {
-            let mut s = Sql::new();
-            s.push("SELECT count() AS total_rows FROM (")
-                .append(&relation)
-                .push(")");
+            let s = source.count_rows(&spec).unwrap_or_else(|| {
+                let mut s = Sql::new();
+                s.push("SELECT count() AS total_rows FROM (")
+                    .append(&relation)
+                    .push(")");
+                s
+            });
             Statement::new(
                 "stats_total_rows",
                 s,

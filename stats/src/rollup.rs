@@ -733,6 +733,11 @@ impl Source for RollupSource {
         }
         select(spec)
     }
+
+    /// A breakdown's values alone: a 12-month breakdown's metrics cost twice its values.
+    fn count_rows(&self, spec: &Spec) -> Option<Sql> {
+        self.covers(spec).then(|| count_values(spec)).flatten()
+    }
 }
 
 /// The breakdown of the table that answers a spec by one attribute: its dimension with no
@@ -771,11 +776,16 @@ fn stored_breakdown(spec: &Spec) -> Option<Breakdown> {
     })
 }
 
-fn select(spec: &Spec) -> Sql {
+/// The rows a spec reads, with `columns` of each (of `local_day`, [`ROW_COLUMNS`] and
+/// `value`, as the tables have them; all of them without `by_value`): those of its range's
+/// days before the tail (the first stale day on) from the table, each day's latest
+/// generation with its marker in the table read, and the tail's computed from `events`.
+/// By a breakdown (`by_value`) they are its rows of the breakdown table; else (the totals
+/// and the series) the day table's. `None` when the range's days cannot be resolved.
+fn range_rows(spec: &Spec, by_value: Option<&Breakdown>, columns: &str) -> Option<Sql> {
     let zone = spec.zone;
     let range = spec.range;
     let (first, last) = (date(range.first_date), date(range.last_date));
-    // The tail: from the first stale day of the range on.
     let tail_day = spec
         .rollup_stale
         .unwrap_or_default()
@@ -783,34 +793,21 @@ fn select(spec: &Spec) -> Sql {
         .copied()
         .find(|d| *d >= range.first_date && *d <= range.last_date);
     let (tail, tail_days) = match tail_day {
-        Some(d) => match Days::literal(zone, d, range.last_date) {
-            Ok(days) => (date(d), Some(days)),
-            Err(_) => return EventsSource.select(spec),
-        },
-        None => match next_day(range.last_date) {
-            Ok(d) => (date(d), None),
-            Err(_) => return EventsSource.select(spec),
-        },
+        Some(d) => (date(d), Some(Days::literal(zone, d, range.last_date).ok()?)),
+        None => (date(next_day(range.last_date).ok()?), None),
     };
-    // A breakdown by a visit attribute reads its rows of the breakdown table; the totals
-    // and the series read the day table. Either way the generation read is the day's
-    // latest with its marker in the table read.
-    let by_value = stored_breakdown(spec);
-    let (table, key) = match by_value {
-        Some(_) => (BREAKDOWN_TABLE, ", value"),
-        None => (TABLE, ""),
+    let table = match by_value {
+        Some(_) => BREAKDOWN_TABLE,
+        None => TABLE,
     };
-    let columns = ROW_COLUMNS.join(", ");
     let of_site = |s: &mut Sql| {
         s.bind_uint(u64::from(spec.site_id))
             .push(" AND time_zone = ")
             .bind_str(zone.name());
     };
-    let mut stored = sql(&format!(
-        "SELECT local_day, {columns}{key} FROM {table} WHERE site_id = "
-    ));
+    let mut stored = sql(&format!("SELECT {columns} FROM {table} WHERE site_id = "));
     of_site(&mut stored);
-    if let Some(b) = &by_value {
+    if let Some(b) = by_value {
         stored.push(" AND dimension = ").bind_str(&b.name());
     }
     stored
@@ -835,19 +832,64 @@ fn select(spec: &Spec) -> Sql {
         .push(" AND local_day <= ")
         .append(&last)
         .push(" GROUP BY local_day)");
-    let tail_rows = |days: &Days| match &by_value {
-        Some(b) => {
-            let mut s = sql(&format!("SELECT local_day, {columns}{key} FROM ("));
-            s.append(&breakdown_rows(
-                spec.site_id,
-                zone,
-                days,
-                std::slice::from_ref(b),
-            ))
-            .push(")");
-            s
+    if let Some(days) = &tail_days {
+        stored.push(" UNION ALL ");
+        match by_value {
+            Some(b) => {
+                stored
+                    .push(&format!("SELECT {columns} FROM ("))
+                    .append(&breakdown_rows(
+                        spec.site_id,
+                        zone,
+                        days,
+                        std::slice::from_ref(b),
+                    ))
+                    .push(")");
+            }
+            None => {
+                stored.append(&rows(spec.site_id, zone, days));
+            }
         }
-        None => rows(spec.site_id, zone, days),
+    }
+    Some(stored)
+}
+
+/// ` WHERE value IN (…)`: a comparison's restriction to the main rows' values.
+fn restricted(s: &mut Sql, spec: &Spec) {
+    if let Some(r) = spec.restriction {
+        s.push(" WHERE value IN (");
+        for (i, v) in r.values.iter().flatten().enumerate() {
+            if i > 0 {
+                s.push(", ");
+            }
+            s.bind_str(v);
+        }
+        if r.values.is_empty() {
+            s.push("NULL");
+        }
+        s.push(")");
+    }
+}
+
+/// [`RollupSource::count_rows`]: the breakdown's values, read alone.
+fn count_values(spec: &Spec) -> Option<Sql> {
+    let b = stored_breakdown(spec)?;
+    let rows = range_rows(spec, Some(&b), "value")?;
+    let mut s = sql("SELECT count() AS total_rows FROM (SELECT value FROM (");
+    s.append(&rows).push(")");
+    restricted(&mut s, spec);
+    s.push(" GROUP BY value)");
+    Some(s)
+}
+
+fn select(spec: &Spec) -> Sql {
+    let range = spec.range;
+    let first = date(range.first_date);
+    let by_value = stored_breakdown(spec);
+    let key = if by_value.is_some() { ", value" } else { "" };
+    let columns = format!("local_day, {}{key}", ROW_COLUMNS.join(", "));
+    let Some(union) = range_rows(spec, by_value.as_ref(), &columns) else {
+        return EventsSource.select(spec);
     };
 
     let bucket = match spec.dimensions {
@@ -879,24 +921,9 @@ fn select(spec: &Spec) -> Sql {
          sumIf(views_started, kind = 1) AS r_views, argMinIf(views_carried, local_day, kind = 1) AS r_views_in, \
          minIf(local_day, kind = 1) AS r_first FROM (",
     )
-    .append(&stored);
-    if let Some(days) = &tail_days {
-        inner.push(" UNION ALL ").append(&tail_rows(days));
-    }
-    inner.push(")");
-    if let Some(r) = spec.restriction {
-        inner.push(" WHERE value IN (");
-        for (i, v) in r.values.iter().flatten().enumerate() {
-            if i > 0 {
-                inner.push(", ");
-            }
-            inner.bind_str(v);
-        }
-        if r.values.is_empty() {
-            inner.push("NULL");
-        }
-        inner.push(")");
-    }
+    .append(&union)
+    .push(")");
+    restricted(&mut inner, spec);
     inner.push(" GROUP BY ");
     if bucket.is_some() {
         inner.push("d0, ");
@@ -1161,6 +1188,45 @@ mod tests {
             "UTC",
         );
         assert_eq!(p.source(), "events");
+    }
+
+    #[test]
+    fn a_breakdowns_total_rows_counts_its_values_alone() {
+        let site = SiteContext {
+            rollup: RollupState::Stale(vec!["2024-03-20".parse().unwrap()]),
+            ..SiteContext::utc(1)
+        };
+        let planner = Planner::default().with_source(Arc::new(RollupSource));
+        let req = request(
+            json!({"metrics": ["visitors", "percentage"], "dimensions": ["visit:country"],
+            "include": {"total_rows": true}}),
+        );
+        let p = planner.plan(&req, &site, NOW).unwrap();
+        let count = p.total_rows().expect("total_rows").inline();
+        assert!(
+            count.starts_with(&format!(
+                "SELECT count() AS total_rows FROM (SELECT value FROM (SELECT value FROM {BREAKDOWN_TABLE} \
+                 WHERE site_id = 1 AND time_zone = 'UTC' AND dimension = 'visit:country' AND kind != 0"
+            )),
+            "{count}"
+        );
+        // The tail's values too; no metric is computed.
+        assert!(count.contains("UNION ALL SELECT value FROM ("), "{count}");
+        assert!(count.ends_with(" GROUP BY value)"), "{count}");
+        assert!(!count.contains("uniqExactArray"), "{count}");
+        // Totals, a series, and the events count the relation's rows.
+        for q in [
+            json!({"metrics": ["visitors"], "dimensions": ["time:day"], "include": {"total_rows": true}}),
+            json!({"metrics": ["visits"], "dimensions": ["event:page"], "include": {"total_rows": true}}),
+        ] {
+            let p = planner.plan(&request(q), &site, NOW).unwrap();
+            let count = p.total_rows().unwrap().inline();
+            assert!(
+                count.starts_with("SELECT count() AS total_rows FROM (SELECT "),
+                "{count}"
+            );
+            assert!(!count.contains("SELECT value FROM"), "{count}");
+        }
     }
 
     #[test]

@@ -2594,7 +2594,8 @@ pub fn rollup_queries(site_id: u32) -> Vec<Named> {
                 format!("rollup: {name} by {dim}"),
                 query(
                     site_id,
-                    json!({"metrics": with_share, "date_range": range, "dimensions": [dim]}),
+                    json!({"metrics": with_share, "date_range": range, "dimensions": [dim],
+                           "include": {"total_rows": true}}),
                 ),
             ));
         }
@@ -2607,7 +2608,7 @@ pub fn rollup_queries(site_id: u32) -> Vec<Named> {
                 query(
                     site_id,
                     json!({"metrics": ["visitors", "pageviews", "events", "percentage"],
-                           "date_range": range, "dimensions": [dim]}),
+                           "date_range": range, "dimensions": [dim], "include": {"total_rows": true}}),
                 ),
             ));
         }
@@ -2621,7 +2622,8 @@ pub fn rollup_queries(site_id: u32) -> Vec<Named> {
                     site_id,
                     json!({"metrics": ["visitors", "pageviews", "events", "percentage"],
                            "date_range": range, "dimensions": [dim],
-                           "filters": [["is", "event:type", [of_type]]]}),
+                           "filters": [["is", "event:type", [of_type]]],
+                           "include": {"total_rows": true}}),
                 ),
             ));
         }
@@ -2649,6 +2651,7 @@ pub fn rollup_queries(site_id: u32) -> Vec<Named> {
             site_id,
             json!({"metrics": with_share, "date_range": MAIN_RANGE, "dimensions": ["visit:exit_page"],
                    "order_by": [["visits", "asc"], ["visit:exit_page", "desc"]],
+                   "include": {"total_rows": true},
                    "pagination": {"limit": 3, "offset": 2}}),
         ),
     ));
