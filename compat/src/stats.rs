@@ -451,8 +451,13 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                            "include": {"total_rows": true}}),
                 ),
                 (
-                    "totals with users, beside the events",
+                    "totals with users",
                     json!({"metrics": ["visitors", "users", "bounce_rate"]}),
+                ),
+                (
+                    "users by day, previous period",
+                    json!({"metrics": ["users", "visitors"], "dimensions": ["time:day"],
+                           "include": {"comparisons": {"mode": "previous_period"}}}),
                 ),
             ] {
                 let mut request =
@@ -479,11 +484,7 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                 let plan = planner
                     .plan(&req, &site, i64::from(now))
                     .map_err(|e| format!("rollup {name}: {e}"))?;
-                let on = [
-                    rollup::SOURCE_NAME,
-                    rivulet_stats::planner::SPLIT_ROLLUP_NAME,
-                ];
-                if !on.contains(&plan.source()) {
+                if plan.source() != rollup::SOURCE_NAME {
                     return Err(format!("rollup {name}: planned on {}", plan.source()));
                 }
                 let mut st = statement_json(&case, plan.main())?;
@@ -533,7 +534,7 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
             rows.push(&format!(", {c}"));
         }
         rows.push(" FROM (")
-            .append(&rollup::rows(site_id, &zone, &span))
+            .append(&rollup::rows(site_id, &zone, &span, true))
             .push(")");
         let job = Statement {
             name: "stats_rollup_rows",

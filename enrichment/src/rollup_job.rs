@@ -320,7 +320,7 @@ impl RollupJob {
                 return Ok(0);
             }
         };
-        let computed: Vec<Computed> = query(&self.db, &rollup::rows(site_id, zone, &range))
+        let computed: Vec<Computed> = query(&self.db, &rollup::rows(site_id, zone, &range, true))
             .fetch_all()
             .await?;
         // The breakdowns first: a generation counts once both tables have its markers,
@@ -442,7 +442,7 @@ impl RollupJob {
                         local_day: day_number(*day),
                         generation,
                         kind: KIND_MARKER,
-                        value: rollup::BREAKDOWN_LAYOUT.to_string(),
+                        value: rollup::LAYOUT.to_string(),
                         ..BreakdownRow::default()
                     })
                     .await?;

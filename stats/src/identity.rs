@@ -26,6 +26,9 @@ pub fn owners(site_id: u32) -> Sql {
     s
 }
 
+/// Whether an event's `user_id` is a visitor id (its person is its anonymous id's owner).
+pub const VISITOR_FORM: &str = "match(user_id, '^[0-9a-f]{32}$')";
+
 /// The person of an event, over its `user_id` and the `owner` joined from [`owners`]
 /// (`''` when there is none).
 pub const PERSON: &str = "if(match(user_id, '^[0-9a-f]{32}$'), owner, user_id)";
@@ -42,5 +45,10 @@ mod tests {
              FROM person_claims WHERE site_id = 7 AND anonymous_id != '' GROUP BY anonymous_id"
         );
         assert!(owners(7).inline().contains(CLAIMS_TABLE));
+    }
+
+    #[test]
+    fn the_person_tells_visitor_ids_by_the_same_pattern() {
+        assert!(PERSON.starts_with(&format!("if({VISITOR_FORM}, ")));
     }
 }

@@ -121,7 +121,7 @@ impl Planner {
             ..site.clone()
         };
         self.plan(req, &assumed, now)
-            .is_ok_and(|p| [crate::rollup::SOURCE_NAME, SPLIT_ROLLUP_NAME].contains(&p.source()))
+            .is_ok_and(|p| p.source() == crate::rollup::SOURCE_NAME)
     }
 
     /// Validates the request and plans it for a site at `now` (epoch seconds).
@@ -179,20 +179,11 @@ impl Planner {
             restriction: None,
             rollup_stale: site.rollup.stale(),
         };
-        // The exact source (last, covering everything) only when no other source, nor
-        // one with the exact source beside it, covers the spec.
-        let exact = EventsSource.name();
         let source = self
             .sources
             .iter()
-            .find(|s| s.name() != exact && s.covers(&spec))
+            .find(|s| s.covers(&spec))
             .cloned()
-            .or_else(|| {
-                self.sources
-                    .iter()
-                    .map(|part| Arc::new(Split { part: part.clone() }) as Arc<dyn Source>)
-                    .find(|s| s.covers(&spec))
-            })
             .unwrap_or_else(|| Arc::new(EventsSource));
         let relation = source.select(&spec);
         let columns = columns(&query.metrics, dimensions.len());
@@ -253,73 +244,6 @@ impl Planner {
             main,
             total_rows,
         })
-    }
-}
-
-/// [`Split`]'s name with the rollup as its part.
-pub const SPLIT_ROLLUP_NAME: &str = "rollup and events";
-
-/// The totals (no dimension) of metrics that no source covers at once: those `part`
-/// covers read from it, the rest from the exact [`EventsSource`], side by side (one row
-/// each). So the 12-month overview with `users` reads the rollup for all its metrics but
-/// `users`, and the events for `users` alone.
-#[derive(Debug)]
-struct Split {
-    part: Arc<dyn Source>,
-}
-
-impl Split {
-    /// The metrics `part` answers and the rest, when both are some.
-    fn parts(&self, spec: &Spec) -> Option<(Vec<Metric>, Vec<Metric>)> {
-        if !spec.dimensions.is_empty() || self.part.name() == EventsSource.name() {
-            return None;
-        }
-        let (covered, rest): (Vec<Metric>, Vec<Metric>) = spec.metrics.iter().partition(|m| {
-            self.part.covers(&Spec {
-                metrics: std::slice::from_ref(*m),
-                ..*spec
-            })
-        });
-        let whole = self.part.covers(&Spec {
-            metrics: &covered,
-            ..*spec
-        });
-        (whole && !covered.is_empty() && !rest.is_empty()).then_some((covered, rest))
-    }
-}
-
-impl Source for Split {
-    fn name(&self) -> &'static str {
-        if self.part.name() == crate::rollup::SOURCE_NAME {
-            SPLIT_ROLLUP_NAME
-        } else {
-            "split"
-        }
-    }
-
-    fn covers(&self, spec: &Spec) -> bool {
-        self.parts(spec).is_some()
-    }
-
-    /// (A comparison's range the part does not cover is the events' alone.)
-    fn select(&self, spec: &Spec) -> Sql {
-        let Some((covered, rest)) = self.parts(spec) else {
-            return EventsSource.select(spec);
-        };
-        let names: Vec<&str> = spec.metrics.iter().map(|m| m.name()).collect();
-        let mut s = Sql::new();
-        s.push(&format!("SELECT {} FROM (", names.join(", ")))
-            .append(&self.part.select(&Spec {
-                metrics: &covered,
-                ..*spec
-            }))
-            .push(") AS part CROSS JOIN (")
-            .append(&EventsSource.select(&Spec {
-                metrics: &rest,
-                ..*spec
-            }))
-            .push(") AS exact");
-        s
     }
 }
 
@@ -667,54 +591,6 @@ mod tests {
             .plan(&request(json!({"dimensions": ["event:page"]})), &site, NOW)
             .unwrap();
         assert_eq!(p.source(), "events");
-    }
-
-    /// [`Totals`] of `visitors` only.
-    #[derive(Debug)]
-    struct VisitorTotals;
-
-    impl Source for VisitorTotals {
-        fn name(&self) -> &'static str {
-            "visitor totals"
-        }
-        fn covers(&self, spec: &Spec) -> bool {
-            Totals.covers(spec) && spec.metrics.iter().all(|m| *m == Metric::Visitors)
-        }
-        fn select(&self, spec: &Spec) -> Sql {
-            Totals.select(spec)
-        }
-    }
-
-    #[test]
-    fn totals_a_source_covers_but_for_some_metrics_read_those_from_the_events() {
-        let planner = Planner::default().with_source(Arc::new(VisitorTotals));
-        let site = SiteContext::utc(1);
-        let p = planner
-            .plan(
-                &request(json!({"metrics": ["users", "visitors"]})),
-                &site,
-                NOW,
-            )
-            .unwrap();
-        assert_eq!(p.source(), "split");
-        let sql = p.main().inline();
-        assert!(
-            sql.starts_with(
-                "SELECT * FROM (SELECT users, visitors FROM (SELECT sum(v) AS visitors FROM rollup \
-                 WHERE site_id = 1) AS part CROSS JOIN (SELECT uniqExactIf(person, person != '') AS users FROM"
-            ),
-            "{sql}"
-        );
-        // With a dimension, or with nothing the source covers: the events alone.
-        for q in [
-            json!({"metrics": ["users", "visitors"], "dimensions": ["time:day"]}),
-            json!({"metrics": ["users"]}),
-        ] {
-            assert_eq!(
-                planner.plan(&request(q), &site, NOW).unwrap().source(),
-                "events"
-            );
-        }
     }
 
     #[test]

@@ -41,6 +41,7 @@ use crate::events_source::{
     engagement_list, event_property, visit_aggregate, EventsSource, TABLE as EVENTS,
 };
 use crate::filters::{Filter, Leaf, Op};
+use crate::identity;
 use crate::limits::SESSION_LOOKAROUND_SECS;
 use crate::metrics::Metric;
 use crate::planner::{Restriction, Source, Spec};
@@ -65,6 +66,13 @@ pub const KIND_MARKER: u8 = 0;
 pub const KIND_PIECE: u8 = 1;
 /// One recurring visitor id of a piece.
 pub const KIND_ID: u8 = 2;
+/// One person of a piece by their user id (an event's `user_id` that is not a visitor
+/// id): `users`.
+pub const KIND_PERSON: u8 = 3;
+/// One anonymous id of a piece's events whose `user_id` is a visitor id: its owner, read
+/// from the claims when a query reads it (a claim may come after the day is computed),
+/// is a person of the piece.
+pub const KIND_ANONYMOUS: u8 = 4;
 
 /// The columns of [`rows`], in the table's order after `site_id`, `time_zone`,
 /// `local_day` and `generation`.
@@ -87,11 +95,12 @@ pub const ROW_COLUMNS: [&str; 16] = [
     "id_hash",
 ];
 
-/// What a generation's breakdowns hold, written as its markers' `value`: a generation
-/// of another layout (another set of dimensions) counts as missing, and its days are
-/// computed again. Changed with [`breakdown_dimensions`].
-pub const BREAKDOWN_LAYOUT: &str =
-    "visit attributes; event page, name, hostname, type; pageview pages, custom event names";
+/// What a generation holds, written as its breakdown markers' `value`: a generation of
+/// another layout (another set of dimensions, or day rows without the persons) counts
+/// as missing, and its days are computed again. Changed with [`breakdown_dimensions`]
+/// and with the kinds of [`rows`].
+pub const LAYOUT: &str = "visit attributes; event page, name, hostname, type; \
+     pageview pages, custom event names; persons";
 
 /// The event dimensions the breakdown table holds (not a custom property: any name).
 pub const EVENT_DIMENSIONS: [EventProperty; 4] = [
@@ -153,8 +162,10 @@ const EVENT_METRICS: [Metric; 4] = [
     Metric::Events,
 ];
 
-/// The metrics the rollup answers.
-const METRICS: [Metric; 8] = [
+/// The metrics the rollup answers (`users` in total and by time alone: the breakdowns
+/// hold no persons).
+const METRICS: [Metric; 9] = [
+    Metric::Users,
     Metric::Visitors,
     Metric::Percentage,
     Metric::Visits,
@@ -241,9 +252,9 @@ fn piece(at: &str, tz: &str) -> String {
 }
 
 /// The rows of a generation of `days` (without their marker), computed from `events`:
-/// columns `local_day` and [`ROW_COLUMNS`]. The job inserts them; a query reads its tail
-/// through them.
-pub fn rows(site_id: u32, zone: &Zone, days: &Days) -> Sql {
+/// columns `local_day` and [`ROW_COLUMNS`]. The job inserts them all; a query reads its
+/// tail through them, with the persons only when it asks `users`.
+pub fn rows(site_id: u32, zone: &Zone, days: &Days, persons: bool) -> Sql {
     let tz = quote(zone.name());
     let between = |from: &Sql, to: &Sql| between(site_id, from, to);
     let around = SESSION_LOOKAROUND_SECS as i64;
@@ -308,20 +319,48 @@ pub fn rows(site_id: u32, zone: &Zone, days: &Days) -> Sql {
     ))
     .push(" GROUP BY session_id)) GROUP BY piece) AS piece_visits USING local_day, utc_day");
 
-    // The recurring ids. Every column named: 18.16 asks each branch of a UNION ALL for
-    // the columns by name.
-    s.push(&format!(
-        " UNION ALL SELECT toDate(timestamp, {tz}) AS local_day, toUInt8(2) AS kind, \
+    // The recurring ids, and the persons.
+    let ids = |s: &mut Sql, kind: u8, id: &str, condition: &str| {
+        s.push(" UNION ALL ")
+            .append(&piece_ids(&tz, kind, id))
+            .append(&in_days)
+            .push(&format!(
+                " AND {condition} GROUP BY local_day, utc_day, id_hash"
+            ));
+    };
+    ids(&mut s, KIND_ID, "user_id", "daily_visitor = 0");
+    if persons {
+        let visitor = identity::VISITOR_FORM;
+        ids(
+            &mut s,
+            KIND_PERSON,
+            "user_id",
+            &format!("user_id != '' AND NOT {visitor}"),
+        );
+        ids(
+            &mut s,
+            KIND_ANONYMOUS,
+            "anonymous_id",
+            &format!("anonymous_id != '' AND {visitor}"),
+        );
+    }
+    s
+}
+
+/// `SELECT` the rows of one `kind` of ids (`cityHash64` of the column `id` as `id_hash`)
+/// `FROM events WHERE `, for a `GROUP BY local_day, utc_day, id_hash`. Every column
+/// named: 18.16 asks each branch of a UNION ALL for the columns by name.
+fn piece_ids(tz: &str, kind: u8, id: &str) -> Sql {
+    let mut s = sql(&format!(
+        "SELECT toDate(timestamp, {tz}) AS local_day, toUInt8({kind}) AS kind, \
          toDate(timestamp, 'UTC') AS utc_day, toUInt8(0) AS day_pieces"
     ));
     for c in &ROW_COLUMNS[3..15] {
         s.push(&format!(", toUInt64(0) AS {c}"));
     }
     s.push(&format!(
-        ", cityHash64(user_id) AS id_hash FROM {EVENTS} WHERE "
-    ))
-    .append(&in_days)
-    .push(" AND daily_visitor = 0 GROUP BY local_day, utc_day, id_hash");
+        ", cityHash64({id}) AS id_hash FROM {EVENTS} WHERE "
+    ));
     s
 }
 
@@ -486,12 +525,19 @@ fn event_breakdown_rows(
         .collect();
     let values = format!("[{}]", values.join(", "));
     let typed = props.iter().any(|(_, t)| t.is_some());
+    // A typed dimension's name depends on the event's type: a column. Untyped, the names
+    // stay one constant array rather than a column built for every event.
+    let (names_column, names_of) = if typed {
+        (format!(" {names} AS e_names,"), "e_names".to_string())
+    } else {
+        (String::new(), names)
+    };
     let tagged = |from: &Sql, to: &Sql, only_recurring: bool| {
         let mut s = sql(&format!(
             "SELECT timestamp, event_id, type, user_id, daily_visitor, \
-             arrayJoin(arrayEnumerate(e_values)) AS i, arrayElement(e_names, i) AS dimension, \
+             arrayJoin(arrayEnumerate(e_values)) AS i, arrayElement({names_of}, i) AS dimension, \
              arrayElement(e_values, i) AS value FROM (\
-             SELECT timestamp, event_id, type, user_id, daily_visitor, {names} AS e_names, \
+             SELECT timestamp, event_id, type, user_id, daily_visitor,{names_column} \
              {values} AS e_values FROM {EVENTS} WHERE "
         ));
         s.append(&between(site_id, from, to));
@@ -621,7 +667,7 @@ pub fn stale_days(site_ids: &[u32], zone: &Zone) -> Sql {
     s.push(" AND time_zone = ")
         .bind_str(zone.name())
         .push(" AND dimension = '' AND kind = 0 AND value = ")
-        .bind_str(BREAKDOWN_LAYOUT)
+        .bind_str(LAYOUT)
         .push(&format!(")) AS g FROM {TABLE} WHERE "));
     sites(&mut s);
     s.push(" AND time_zone = ").bind_str(zone.name()).push(
@@ -720,7 +766,11 @@ impl Source for RollupSource {
                     && r.values.iter().all(|v| v.len() == 1)
             }
         };
+        // The persons are the day table's alone.
+        let users_ok = !spec.metrics.contains(&Metric::Users)
+            || matches!(spec.dimensions, [] | [Dimension::Time(_)]);
         dimensions_ok
+            && users_ok
             && restriction_ok
             && spec.rollup_stale.is_some()
             && spec.range.whole_days
@@ -781,8 +831,10 @@ fn stored_breakdown(spec: &Spec) -> Option<Breakdown> {
 /// days before the tail (the first stale day on) from the table, each day's latest
 /// generation with its marker in the table read, and the tail's computed from `events`.
 /// By a breakdown (`by_value`) they are its rows of the breakdown table; else (the totals
-/// and the series) the day table's. `None` when the range's days cannot be resolved.
+/// and the series) the day table's, with the persons when the spec asks `users`. `None`
+/// when the range's days cannot be resolved.
 fn range_rows(spec: &Spec, by_value: Option<&Breakdown>, columns: &str) -> Option<Sql> {
+    let persons = by_value.is_none() && spec.metrics.contains(&Metric::Users);
     let zone = spec.zone;
     let range = spec.range;
     let (first, last) = (date(range.first_date), date(range.last_date));
@@ -811,7 +863,12 @@ fn range_rows(spec: &Spec, by_value: Option<&Breakdown>, columns: &str) -> Optio
         stored.push(" AND dimension = ").bind_str(&b.name());
     }
     stored
-        .push(" AND kind != 0 AND local_day >= ")
+        .push(if by_value.is_none() && !persons {
+            " AND kind IN (1, 2)"
+        } else {
+            " AND kind != 0"
+        })
+        .push(" AND local_day >= ")
         .append(&first)
         .push(" AND local_day < ")
         .append(&tail)
@@ -824,7 +881,7 @@ fn range_rows(spec: &Spec, by_value: Option<&Breakdown>, columns: &str) -> Optio
         // The markers are the breakdown table's rows without a dimension.
         stored
             .push(" AND dimension = '' AND value = ")
-            .bind_str(BREAKDOWN_LAYOUT);
+            .bind_str(LAYOUT);
     }
     stored
         .push(" AND kind = 0 AND local_day >= ")
@@ -847,7 +904,7 @@ fn range_rows(spec: &Spec, by_value: Option<&Breakdown>, columns: &str) -> Optio
                     .push(")");
             }
             None => {
-                stored.append(&rows(spec.site_id, zone, days));
+                stored.append(&rows(spec.site_id, zone, days, persons));
             }
         }
     }
@@ -919,10 +976,27 @@ fn select(spec: &Spec) -> Sql {
          sumIf(bounces_started, kind = 1) AS r_bounces, argMinIf(bounces_carried, local_day, kind = 1) AS r_bounces_in, \
          sumIf(duration_started, kind = 1) AS r_duration, argMinIf(duration_carried, local_day, kind = 1) AS r_duration_in, \
          sumIf(views_started, kind = 1) AS r_views, argMinIf(views_carried, local_day, kind = 1) AS r_views_in, \
-         minIf(local_day, kind = 1) AS r_first FROM (",
-    )
-    .append(&union)
-    .push(")");
+         minIf(local_day, kind = 1) AS r_first",
+    );
+    if by_value.is_none() && spec.metrics.contains(&Metric::Users) {
+        // A piece's persons: its user ids, and the owners of its anonymous ids as the
+        // claims have them now (`0`: no owner), all as `cityHash64` of the person.
+        inner
+            .push(&format!(
+                ", groupArrayIf(p_hash, kind = {KIND_PERSON} OR (kind = {KIND_ANONYMOUS} AND p_hash != 0)) \
+                 AS r_persons FROM (SELECT {columns}, if(kind = {KIND_ANONYMOUS}, o_hash, id_hash) AS p_hash \
+                 FROM ("
+            ))
+            .append(&union)
+            .push(
+                ") AS r ANY LEFT JOIN (SELECT cityHash64(anonymous_id) AS id_hash, \
+                 cityHash64(owner) AS o_hash FROM (",
+            )
+            .append(&identity::owners(spec.site_id))
+            .push(")) AS own USING id_hash)");
+    } else {
+        inner.push(" FROM (").append(&union).push(")");
+    }
     restricted(&mut inner, spec);
     inner.push(" GROUP BY ");
     if bucket.is_some() {
@@ -985,6 +1059,7 @@ fn select(spec: &Spec) -> Sql {
             Metric::Visits => visits.clone(),
             Metric::Pageviews => "sum(r_pageviews)".into(),
             Metric::Events => "sum(r_events)".into(),
+            Metric::Users => "uniqExactArray(r_persons)".into(),
             Metric::BounceRate => format!(
                 "100 * {} / greatest({visits}, 1)",
                 with_carried("r_bounces", "r_bounces_in")
@@ -1062,6 +1137,32 @@ mod tests {
     }
 
     #[test]
+    fn users_in_total_and_by_day_are_the_rollups_persons_with_their_owners_now() {
+        for dims in [json!([]), json!(["time:day"]), json!(["time:month"])] {
+            let p = plan_with_rollup(
+                json!({"metrics": ["users", "visitors"], "dimensions": dims}),
+                "Europe/Berlin",
+            );
+            assert_eq!(p.source(), "rollup", "{dims}");
+            let sql = p.main().inline();
+            assert!(sql.contains("uniqExactArray(r_persons) AS users"), "{sql}");
+            assert!(
+                sql.contains(&format!(
+                    "cityHash64(owner) AS o_hash FROM ({})) AS own USING id_hash",
+                    identity::owners(1).inline()
+                )),
+                "{sql}"
+            );
+            assert!(sql.contains("AND kind != 0 AND local_day"), "{sql}");
+        }
+        // Without `users`, the persons' rows are not read.
+        let p = plan_with_rollup(json!({"metrics": ["visitors"]}), "Europe/Berlin");
+        let sql = p.main().inline();
+        assert!(sql.contains("AND kind IN (1, 2) AND local_day"), "{sql}");
+        assert!(!sql.contains("person"), "{sql}");
+    }
+
+    #[test]
     fn filters_hours_other_dimensions_metrics_and_instants_are_the_events() {
         for fields in [
             json!({"filters": [["is", "visit:country", ["DE"]]]}),
@@ -1069,7 +1170,8 @@ mod tests {
             json!({"dimensions": ["event:page"], "metrics": ["visits"]}),
             json!({"dimensions": ["event:props:plan"]}),
             json!({"dimensions": ["visit:source", "visit:country"]}),
-            json!({"metrics": ["users"]}),
+            json!({"metrics": ["users"], "dimensions": ["visit:source"]}),
+            json!({"metrics": ["users"], "dimensions": ["time:hour"]}),
             json!({"date_range": ["2024-03-01T10:00:00+01:00", "2024-03-02T10:00:00+01:00"]}),
         ] {
             let p = plan_with_rollup(fields.clone(), "Europe/Berlin");
@@ -1284,7 +1386,9 @@ mod tests {
 
     /// `RIVULET_ROLLUP_SQL=dir cargo test -p rivulet-stats rollup::tests::write_sql`
     /// writes the statements of a few requests for a site and zone, inline, to try them
-    /// by hand (`RIVULET_ROLLUP_SITE`, `RIVULET_ROLLUP_TZ`, `RIVULET_ROLLUP_RANGE`).
+    /// by hand (`RIVULET_ROLLUP_SITE`, `RIVULET_ROLLUP_TZ`, `RIVULET_ROLLUP_RANGE`); and
+    /// those of one request of `RIVULET_ROLLUP_REQUEST` (JSON, without its site and
+    /// range) as `request.{main,total_rows,comparison}.sql`.
     #[test]
     fn write_sql() {
         let Ok(dir) = std::env::var("RIVULET_ROLLUP_SQL") else {
@@ -1331,6 +1435,28 @@ mod tests {
                     .expect("written");
             }
         }
+        if let Some(Value::Object(fields)) = std::env::var("RIVULET_ROLLUP_REQUEST")
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+        {
+            let mut req = json!({"site_id": site_id, "date_range": range});
+            req.as_object_mut().expect("an object").extend(fields);
+            let p = Planner::default()
+                .with_source(Arc::new(RollupSource))
+                .plan(&request(req), &site, NOW)
+                .expect("a plan");
+            let statements = [
+                ("main", Some(p.main().clone())),
+                ("total_rows", p.total_rows().cloned()),
+                ("comparison", p.comparison(&[])),
+            ];
+            for (name, st) in statements {
+                if let Some(st) = st {
+                    std::fs::write(format!("{dir}/request.{name}.sql"), st.inline())
+                        .expect("written");
+                }
+            }
+        }
         let zone = Zone::new(&site.time_zone).expect("a zone");
         std::fs::write(
             format!("{dir}/stale.sql"),
@@ -1341,7 +1467,7 @@ mod tests {
         let days = Days::literal(&zone, day(&range[0]), day(&range[1])).expect("days");
         std::fs::write(
             format!("{dir}/rows.sql"),
-            rows(site_id, &zone, &days).inline(),
+            rows(site_id, &zone, &days, true).inline(),
         )
         .expect("written");
     }

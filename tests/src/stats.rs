@@ -2552,6 +2552,8 @@ pub async fn rollup_rows(db: &Db, site_id: u32, condition: &str) -> u64 {
 /// week and month series of whole days, with comparisons, over the main range, the DST
 /// day, and a range from the year before to after the data.
 pub fn rollup_queries(site_id: u32) -> Vec<Named> {
+    // `users` in total and by time (the breakdowns hold no persons).
+    let with_users = OVERVIEW;
     let metrics = OVERVIEW_BUT_USERS;
     let mut out = Vec::new();
     let ranges = [
@@ -2570,7 +2572,7 @@ pub fn rollup_queries(site_id: u32) -> Vec<Named> {
                 format!("rollup: {name} by {dims}"),
                 query(
                     site_id,
-                    json!({"metrics": metrics, "date_range": range, "dimensions": dims}),
+                    json!({"metrics": with_users, "date_range": range, "dimensions": dims}),
                 ),
             ));
         }
@@ -2657,8 +2659,8 @@ pub fn rollup_queries(site_id: u32) -> Vec<Named> {
     ));
     for mode in ["previous_period", "year_over_year"] {
         for (dims, metrics) in [
-            (json!([]), &metrics[..]),
-            (json!(["time:day"]), &metrics[..]),
+            (json!([]), &with_users[..]),
+            (json!(["time:day"]), &with_users[..]),
             (json!(["visit:source"]), &with_share[..]),
         ] {
             out.push((

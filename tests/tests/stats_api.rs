@@ -642,15 +642,51 @@ async fn the_daily_rollup_answers_as_the_events_do_before_and_after_it_is_comput
     );
     check(&ds, &key, &queries).await;
 
+    // `users` resolves the anonymous ids' owners when it is read: a claim made after the
+    // days were computed counts on them at once.
+    let mut ds = ds;
+    let later = rivulet_common::schema::people::ClaimRow {
+        site_id: site,
+        anonymous_id: "dev-x".into(),
+        user_id: "dave".into(),
+        trusted: 1,
+        claimed_at_ms: 1_764_000_000_000,
+        received_at_ms: 1_764_000_000_500,
+        rank: rivulet_common::schema::people::claim_rank(true, 1_764_000_000_500),
+    };
+    let mut insert = db
+        .client
+        .insert::<rivulet_common::schema::people::ClaimRow>("person_claims")
+        .await
+        .expect("insert a claim");
+    insert.write(&later).await.expect("write a claim");
+    insert.end().await.expect("insert a claim");
+    let users = |ds: &Dataset| rows(&ds.expected(&queries[0].1))[0]["metrics"][7].clone();
+    let before = users(&ds);
+    ds.claims.push(later);
+    assert_eq!(
+        users(&ds).as_u64(),
+        before.as_u64().map(|n| n + 1),
+        "the dataset's dev-x has events in the main range, and no owner before"
+    );
+    check(&ds, &key, &queries).await;
+
     // The answers are the rollup's: a forged newer generation of a day is what the API
     // answers for it, until an hour of the day is stamped after it.
     let now = u64::try_from(rivulet_common::epoch::now_ms() / 1000).unwrap();
+    // Its persons: one user id, and an anonymous id bob owns.
     db.client
         .query(
-            "INSERT INTO stats_days (site_id, time_zone, local_day, generation, kind, utc_day, pageviews) \
-             VALUES (?, 'Europe/Berlin', toDate('2025-10-22'), ?, 0, toDate('2025-10-22'), 0), \
-             (?, 'Europe/Berlin', toDate('2025-10-22'), ?, 1, toDate('2025-10-22'), 1000000)",
+            "INSERT INTO stats_days (site_id, time_zone, local_day, generation, kind, utc_day, pageviews, id_hash) \
+             VALUES (?, 'Europe/Berlin', toDate('2025-10-22'), ?, 0, toDate('2025-10-22'), 0, 0), \
+             (?, 'Europe/Berlin', toDate('2025-10-22'), ?, 1, toDate('2025-10-22'), 1000000, 0), \
+             (?, 'Europe/Berlin', toDate('2025-10-22'), ?, 3, toDate('2025-10-22'), 0, cityHash64('forged')), \
+             (?, 'Europe/Berlin', toDate('2025-10-22'), ?, 4, toDate('2025-10-22'), 0, cityHash64('dev-bob'))",
         )
+        .bind(site)
+        .bind(now + 100)
+        .bind(site)
+        .bind(now + 100)
         .bind(site)
         .bind(now + 100)
         .bind(site)
@@ -669,7 +705,7 @@ async fn the_daily_rollup_answers_as_the_events_do_before_and_after_it_is_comput
         )
         .bind(site)
         .bind(now + 100)
-        .bind(rivulet_stats::rollup::BREAKDOWN_LAYOUT)
+        .bind(rivulet_stats::rollup::LAYOUT)
         .bind(site)
         .bind(now + 100)
         .bind(site)
@@ -682,6 +718,10 @@ async fn the_daily_rollup_answers_as_the_events_do_before_and_after_it_is_comput
     let f = fx().await;
     let (_, _, forged) = stats::ask(&f.admin.url, Some(&key), &day).await;
     assert_eq!(answer(forged), 1_000_000);
+    let mut persons = day.clone();
+    persons["metrics"] = json!(["users"]);
+    let (_, _, forged) = stats::ask(&f.admin.url, Some(&key), &persons).await;
+    assert_eq!(answer(forged), 2, "the forged user id and dev-bob's owner");
     let mut by_country = day.clone();
     by_country["dimensions"] = json!(["visit:country"]);
     let (_, _, forged) = stats::ask(&f.admin.url, Some(&key), &by_country).await;

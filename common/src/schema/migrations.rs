@@ -230,12 +230,13 @@ const RETENTION_RUNS_COLUMNS: &str = "(
 
 /// The Stats API's daily rollup (docs/decisions/015-stats-rollup.md): per site, time
 /// zone, local day and generation, a marker row (kind 0: the generation is complete),
-/// the day's pieces (kind 1: one per UTC day the local day overlaps, with its counts) and
+/// the day's pieces (kind 1: one per UTC day the local day overlaps, with its counts),
 /// the recurring visitor ids of each piece (kind 2: 64-bit hashes of the ids that are
-/// not a day's visitor id). Written by the rollup job, read by the Stats API; erasure and
-/// retention delete from it. On a cluster it is replicated to every server, like the
-/// registry: it is small (a few rows a day, and one a day per identified user), and each
-/// server then answers its part of a query alone.
+/// not a day's visitor id) and its persons (kinds 3 and 4: hashes of the user ids, and
+/// of the anonymous ids whose owner a query reads). Written by the rollup job, read by
+/// the Stats API; erasure and retention delete from it. On a cluster it is replicated to
+/// every server, like the registry: it is small (a few rows a day, and a few a day per
+/// identified person), and each server then answers its part of a query alone.
 pub const ROLLUP_TABLE: &str = "stats_days";
 const ROLLUP_COLUMNS: &str = "(
     site_id UInt32,
