@@ -59,11 +59,17 @@ impl Stats {
             context.rollup = RollupState::from_rows(&st, &self.run(&st).await?)?;
         }
         let plan = self.planner.plan(request, &context, now)?;
-        let main = decode_rows(plan.main(), &self.run(plan.main()).await?)?;
-        let total_rows = match plan.total_rows() {
-            Some(s) => Some(decode_count(s, &self.run(s).await?)?),
-            None => None,
+        // The page and its count at once: neither needs the other.
+        let total_rows = async {
+            match plan.total_rows() {
+                Some(s) => Ok::<_, AdminError>(Some(decode_count(s, &self.run(s).await?)?)),
+                None => Ok(None),
+            }
         };
+        let main =
+            async { Ok::<_, AdminError>(decode_rows(plan.main(), &self.run(plan.main()).await?)?) };
+        let (main, total_rows) = tokio::join!(main, total_rows);
+        let (main, total_rows) = (main?, total_rows?);
         let comparison = match plan.comparison(&main) {
             Some(s) => Some(decode_rows(&s, &self.run(&s).await?)?),
             None => None,

@@ -904,7 +904,10 @@ fn range_rows(spec: &Spec, by_value: Option<&Breakdown>, columns: &str) -> Optio
                     .push(")");
             }
             None => {
-                stored.append(&rows(spec.site_id, zone, days, persons));
+                stored
+                    .push(&format!("SELECT {columns} FROM ("))
+                    .append(&rows(spec.site_id, zone, days, persons))
+                    .push(")");
             }
         }
     }
@@ -928,96 +931,166 @@ fn restricted(s: &mut Sql, spec: &Spec) {
     }
 }
 
-/// [`RollupSource::count_rows`]: the breakdown's values, read alone.
+/// [`RollupSource::count_rows`]: the breakdown's values, read alone, from the pieces'
+/// rows (a value with a recurring id in a piece has the piece's counts too).
 fn count_values(spec: &Spec) -> Option<Sql> {
     let b = stored_breakdown(spec)?;
-    let rows = range_rows(spec, Some(&b), "value")?;
-    let mut s = sql("SELECT count() AS total_rows FROM (SELECT value FROM (");
-    s.append(&rows).push(")");
+    let rows = range_rows(spec, Some(&b), "kind, value")?;
+    let mut s = sql("SELECT count() AS total_rows FROM (SELECT value FROM (SELECT value FROM (");
+    s.append(&rows)
+        .push(&format!(") WHERE kind = {KIND_PIECE})"));
     restricted(&mut s, spec);
     s.push(" GROUP BY value)");
     Some(s)
 }
 
+/// The metrics of a spec over its rows, grouped by its bucket (a value, a day, a week, a
+/// month) or in total, in one pass over the rows: each row's part of the bucket's
+/// figures is computed from the row alone.
+///
+/// - **Visitors.** A UTC day's day visitors count once per bucket: when all the day's
+///   pieces (of the value) are in the bucket, its whole count, taken from the piece that
+///   holds the day's first instant; else each piece's own count. A UTC day has at most two
+///   pieces (a zone's offset is under a day), so the other piece's local day is the day
+///   after or before the piece's, and whether it is in the bucket follows from the row.
+///   Then the recurring ids, as a set.
+/// - **Visits.** Those started in the bucket's pieces, plus those carried into its first
+///   piece (the least local day, then UTC day).
 fn select(spec: &Spec) -> Sql {
     let range = spec.range;
-    let first = date(range.first_date);
+    let (first, last) = (date(range.first_date), date(range.last_date));
     let by_value = stored_breakdown(spec);
-    let key = if by_value.is_some() { ", value" } else { "" };
-    let columns = format!("local_day, {}{key}", ROW_COLUMNS.join(", "));
+    let wants = |ms: &[Metric]| spec.metrics.iter().any(|m| ms.contains(m));
+    let visitors = wants(&[Metric::Visitors, Metric::Percentage]);
+    let users = by_value.is_none() && wants(&[Metric::Users]);
+    // Only the columns the metrics need: a year's breakdown has hundreds of thousands of
+    // rows.
+    let mut picked: Vec<&str> = vec!["local_day", "kind", "utc_day"];
+    if visitors {
+        picked.extend([
+            "day_pieces",
+            "daily_visitors",
+            "daily_visitors_utc_day",
+            "id_hash",
+        ]);
+    }
+    if wants(&[Metric::Pageviews]) {
+        picked.push("pageviews");
+    }
+    if wants(&[Metric::Events]) {
+        picked.push("events");
+    }
+    let visit_measures = [
+        (
+            &[
+                Metric::Visits,
+                Metric::BounceRate,
+                Metric::VisitDuration,
+                Metric::ViewsPerVisit,
+            ][..],
+            ["visits_started", "visits_carried"],
+        ),
+        (
+            &[Metric::BounceRate][..],
+            ["bounces_started", "bounces_carried"],
+        ),
+        (
+            &[Metric::VisitDuration][..],
+            ["duration_started", "duration_carried"],
+        ),
+        (
+            &[Metric::ViewsPerVisit][..],
+            ["views_started", "views_carried"],
+        ),
+    ];
+    for (ms, cols) in visit_measures {
+        if wants(ms) {
+            picked.extend(cols);
+        }
+    }
+    if users && !picked.contains(&"id_hash") {
+        picked.push("id_hash");
+    }
+    if by_value.is_some() {
+        picked.push("value");
+    }
+    let columns = picked.join(", ");
     let Some(union) = range_rows(spec, by_value.as_ref(), &columns) else {
         return EventsSource.select(spec);
     };
 
-    let bucket = match spec.dimensions {
-        [Dimension::Time(TimeGrain::Bucket(b))] => Some(match b {
-            Bucket::Day => sql("toString(local_day)"),
+    // The bucket, and whether a piece's other local day is in the same one.
+    let (bucket, same_bucket) = match spec.dimensions {
+        [Dimension::Time(TimeGrain::Bucket(b))] => match b {
+            Bucket::Day => (Some(sql("toString(local_day)")), " AND 0"),
             Bucket::Week => {
                 let mut s = sql("toString(greatest(toMonday(local_day), ");
                 s.append(&first).push("))");
-                s
+                (Some(s), " AND toMonday(other) = toMonday(local_day)")
             }
-            Bucket::Month | Bucket::Hour => sql("toString(toStartOfMonth(local_day))"),
-        }),
-        [Dimension::Visit(_) | Dimension::Event(_)] => Some(sql("value")),
-        _ => None,
+            Bucket::Month | Bucket::Hour => (
+                Some(sql("toString(toStartOfMonth(local_day))")),
+                " AND toStartOfMonth(other) = toStartOfMonth(local_day)",
+            ),
+        },
+        [Dimension::Visit(_) | Dimension::Event(_)] => (Some(sql("value")), ""),
+        _ => (None, ""),
     };
 
-    let mut inner = sql("SELECT ");
-    if let Some(b) = &bucket {
-        inner.append(b).push(" AS d0, ");
+    let tz = quote(spec.zone.name());
+    let mut rows = sql(&format!("SELECT {columns}"));
+    if visitors {
+        rows.push(&format!(
+            ", local_day = toDate(toDateTime(toUInt32(toUInt16(utc_day)) * 86400), {tz}) AS is_start, \
+             if(is_start, local_day + 1, local_day - 1) AS other"
+        ));
     }
-    inner.push(
-        "utc_day, \
-         if(countIf(kind = 1) = maxIf(day_pieces, kind = 1), maxIf(daily_visitors_utc_day, kind = 1), \
-         sumIf(daily_visitors, kind = 1)) AS r_daily, groupArrayIf(id_hash, kind = 2) AS r_ids, \
-         sumIf(pageviews, kind = 1) AS r_pageviews, sumIf(events, kind = 1) AS r_events, \
-         sumIf(visits_started, kind = 1) AS r_visits, argMinIf(visits_carried, local_day, kind = 1) AS r_visits_in, \
-         sumIf(bounces_started, kind = 1) AS r_bounces, argMinIf(bounces_carried, local_day, kind = 1) AS r_bounces_in, \
-         sumIf(duration_started, kind = 1) AS r_duration, argMinIf(duration_carried, local_day, kind = 1) AS r_duration_in, \
-         sumIf(views_started, kind = 1) AS r_views, argMinIf(views_carried, local_day, kind = 1) AS r_views_in, \
-         minIf(local_day, kind = 1) AS r_first",
-    );
-    if by_value.is_none() && spec.metrics.contains(&Metric::Users) {
+    if users {
         // A piece's persons: its user ids, and the owners of its anonymous ids as the
         // claims have them now (`0`: no owner), all as `cityHash64` of the person.
-        inner
-            .push(&format!(
-                ", groupArrayIf(p_hash, kind = {KIND_PERSON} OR (kind = {KIND_ANONYMOUS} AND p_hash != 0)) \
-                 AS r_persons FROM (SELECT {columns}, if(kind = {KIND_ANONYMOUS}, o_hash, id_hash) AS p_hash \
-                 FROM ("
-            ))
-            .append(&union)
-            .push(
-                ") AS r ANY LEFT JOIN (SELECT cityHash64(anonymous_id) AS id_hash, \
-                 cityHash64(owner) AS o_hash FROM (",
-            )
-            .append(&identity::owners(spec.site_id))
-            .push(")) AS own USING id_hash)");
+        rows.push(&format!(
+            ", if(kind = {KIND_ANONYMOUS}, o_hash, id_hash) AS p_hash FROM ("
+        ))
+        .append(&union)
+        .push(
+            ") AS r ANY LEFT JOIN (SELECT cityHash64(anonymous_id) AS id_hash, \
+             cityHash64(owner) AS o_hash FROM (",
+        )
+        .append(&identity::owners(spec.site_id))
+        .push(")) AS own USING id_hash");
     } else {
-        inner.push(" FROM (").append(&union).push(")");
+        rows.push(" FROM (").append(&union).push(")");
     }
-    restricted(&mut inner, spec);
-    inner.push(" GROUP BY ");
-    if bucket.is_some() {
-        inner.push("d0, ");
-    }
-    inner.push("utc_day");
+    restricted(&mut rows, spec);
 
-    // A bucket's visits: those started in it, and those carried into its first piece.
-    let with_carried = |started: &str, carried: &str| {
-        format!("(sum({started}) + argMin({carried}, (r_first, utc_day)))")
+    let visitors_of = || {
+        let mut s = sql("(sumIf(if(day_pieces = 1, daily_visitors_utc_day, if(other >= ");
+        s.append(&first)
+            .push(" AND other <= ")
+            .append(&last)
+            .push(&format!(
+                "{same_bucket}, if(is_start, daily_visitors_utc_day, 0), daily_visitors)), kind = {KIND_PIECE}) \
+                 + uniqExactIf(id_hash, kind = {KIND_ID}))"
+            ));
+        s
     };
-    let visits = with_carried("r_visits", "r_visits_in");
+    let with_carried = |measure: &str| {
+        format!(
+            "(sumIf({measure}_started, kind = {KIND_PIECE}) + \
+             argMinIf({measure}_carried, (local_day, utc_day), kind = {KIND_PIECE}))"
+        )
+    };
+    let visits = with_carried("visits");
     let mut out = sql("SELECT ");
-    let mut columns: Vec<Sql> = Vec::new();
-    if bucket.is_some() {
-        columns.push(sql("d0"));
+    let mut metrics: Vec<Sql> = Vec::new();
+    if let Some(b) = &bucket {
+        let mut s = b.clone();
+        s.push(" AS d0");
+        metrics.push(s);
     }
-    let visitors = "sum(r_daily) + uniqExactArray(r_ids)";
     for m in spec.metrics {
         let expr = match m {
-            Metric::Visitors => visitors.to_string(),
+            Metric::Visitors => visitors_of(),
             Metric::Percentage => {
                 // Of all the range's visitors, as `EventsSource` divides: the same
                 // query without its dimensions, a scalar computed once. With a type's
@@ -1049,37 +1122,41 @@ fn select(spec: &Spec) -> Sql {
                     },
                 };
                 // (`sum`: one row even when no event has the type.)
-                let mut s = sql(&format!(
-                    "100 * ({visitors}) / greatest((SELECT sum(visitors) FROM ("
-                ));
-                s.append(&select(&total)).push(")), 1) AS percentage");
-                columns.push(s);
-                continue;
+                let mut s = sql("100 * ");
+                s.append(&visitors_of())
+                    .push(" / greatest((SELECT sum(visitors) FROM (")
+                    .append(&select(&total))
+                    .push(")), 1)");
+                s
             }
-            Metric::Visits => visits.clone(),
-            Metric::Pageviews => "sum(r_pageviews)".into(),
-            Metric::Events => "sum(r_events)".into(),
-            Metric::Users => "uniqExactArray(r_persons)".into(),
-            Metric::BounceRate => format!(
+            Metric::Visits => sql(&visits),
+            Metric::Pageviews => sql(&format!("sumIf(pageviews, kind = {KIND_PIECE})")),
+            Metric::Events => sql(&format!("sumIf(events, kind = {KIND_PIECE})")),
+            Metric::Users => sql(&format!(
+                "uniqExactIf(p_hash, kind = {KIND_PERSON} OR (kind = {KIND_ANONYMOUS} AND p_hash != 0))"
+            )),
+            Metric::BounceRate => sql(&format!(
                 "100 * {} / greatest({visits}, 1)",
-                with_carried("r_bounces", "r_bounces_in")
-            ),
-            Metric::VisitDuration => format!(
+                with_carried("bounces")
+            )),
+            Metric::VisitDuration => sql(&format!(
                 "{} / greatest({visits}, 1)",
-                with_carried("r_duration", "r_duration_in")
-            ),
-            Metric::ViewsPerVisit => format!(
+                with_carried("duration")
+            )),
+            Metric::ViewsPerVisit => sql(&format!(
                 "{} / greatest({visits}, 1)",
-                with_carried("r_views", "r_views_in")
-            ),
+                with_carried("views")
+            )),
             // Not covered.
             other => unreachable!("the rollup does not answer {}", other.name()),
         };
-        columns.push(sql(&format!("{expr} AS {}", m.name())));
+        let mut s = expr;
+        s.push(&format!(" AS {}", m.name()));
+        metrics.push(s);
     }
-    out.join(&columns, ", ")
+    out.join(&metrics, ", ")
         .push(" FROM (")
-        .append(&inner)
+        .append(&rows)
         .push(")");
     if bucket.is_some() {
         out.push(" GROUP BY d0");
@@ -1145,7 +1222,12 @@ mod tests {
             );
             assert_eq!(p.source(), "rollup", "{dims}");
             let sql = p.main().inline();
-            assert!(sql.contains("uniqExactArray(r_persons) AS users"), "{sql}");
+            assert!(
+                sql.contains(
+                    "uniqExactIf(p_hash, kind = 3 OR (kind = 4 AND p_hash != 0)) AS users"
+                ),
+                "{sql}"
+            );
             assert!(
                 sql.contains(&format!(
                     "cityHash64(owner) AS o_hash FROM ({})) AS own USING id_hash",
@@ -1307,13 +1389,21 @@ mod tests {
         let count = p.total_rows().expect("total_rows").inline();
         assert!(
             count.starts_with(&format!(
-                "SELECT count() AS total_rows FROM (SELECT value FROM (SELECT value FROM {BREAKDOWN_TABLE} \
+                "SELECT count() AS total_rows FROM (SELECT value FROM (SELECT value FROM (\
+                 SELECT kind, value FROM {BREAKDOWN_TABLE} \
                  WHERE site_id = 1 AND time_zone = 'UTC' AND dimension = 'visit:country' AND kind != 0"
             )),
             "{count}"
         );
-        // The tail's values too; no metric is computed.
-        assert!(count.contains("UNION ALL SELECT value FROM ("), "{count}");
+        // The tail's values too, of the pieces' rows; no metric is computed.
+        assert!(
+            count.contains("UNION ALL SELECT kind, value FROM ("),
+            "{count}"
+        );
+        assert!(
+            count.contains(") WHERE kind = 1) GROUP BY value)"),
+            "{count}"
+        );
         assert!(count.ends_with(" GROUP BY value)"), "{count}");
         assert!(!count.contains("uniqExactArray"), "{count}");
         // Totals, a series, and the events count the relation's rows.
