@@ -41,6 +41,20 @@ impl Stats {
         site: &Site,
         now: i64,
     ) -> Result<Response, AdminError> {
+        self.query_together(request, site, now, &Together::default())
+            .await
+    }
+
+    /// [`Self::query`], as one of several questions about `site` asked at once (a
+    /// dashboard page): the site's rollup state is read once for all of them, by the
+    /// first that needs it.
+    pub async fn query_together(
+        &self,
+        request: &Request,
+        site: &Site,
+        now: i64,
+        together: &Together,
+    ) -> Result<Response, AdminError> {
         let first_event = if request.needs_first_event() {
             let body = self.run(&first_event_statement(site.site_id)).await?;
             let first = decode_count(&first_event_statement(site.site_id), &body)?;
@@ -55,8 +69,14 @@ impl Stats {
             rollup: RollupState::NotLoaded,
         };
         if self.planner.needs_rollup_state(request, &context, now) {
-            let st = rollup::state_statement(&context)?;
-            context.rollup = RollupState::from_rows(&st, &self.run(&st).await?)?;
+            let state = together
+                .rollup
+                .get_or_try_init(|| async {
+                    let st = rollup::state_statement(&context)?;
+                    RollupState::from_rows(&st, &self.run(&st).await?).map_err(AdminError::from)
+                })
+                .await?;
+            context.rollup = state.clone();
         }
         let plan = self.planner.plan(request, &context, now)?;
         // The page and its count at once: neither needs the other.
@@ -112,6 +132,12 @@ impl Stats {
             }
         })
     }
+}
+
+/// What questions about one site asked at once share: its rollup state, read once.
+#[derive(Default)]
+pub struct Together {
+    rollup: tokio::sync::OnceCell<RollupState>,
 }
 
 /// ClickHouse stopped the statement at its memory limit (MEMORY_LIMIT_EXCEEDED).

@@ -804,14 +804,15 @@ fn stored_breakdown(spec: &Spec) -> Option<Breakdown> {
             dimension: Dimension::Event(EventProperty::Type),
             values,
             case_sensitive: true,
-        })] => match (dimension, values.as_slice()) {
-            (Dimension::Event(p), [v]) => TYPED_EVENT_DIMENSIONS
+        })] => {
+            let (Dimension::Event(p), [v]) = (dimension, values.as_slice()) else {
+                return None;
+            };
+            let (_, t) = TYPED_EVENT_DIMENSIONS
                 .iter()
-                .find(|(q, t)| q == p && t == v)
-                .map(|(_, t)| *t),
-            _ => None,
+                .find(|(q, t)| q == p && t == v)?;
+            Some(*t)
         }
-        .map(Some)?,
         _ => return None,
     };
     let stored = match (dimension, of_type) {

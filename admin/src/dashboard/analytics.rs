@@ -11,6 +11,7 @@ use super::session::SessionCtx;
 use super::view::{self, Compare, Filter, Interval, Period, Query, View, METRICS, OPERATORS};
 use super::{chart, AppState};
 use crate::error::AdminError;
+use crate::query::Together;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -189,9 +190,14 @@ type Answer = Result<rivulet_stats::Response, AdminError>;
 
 /// Asks the engine `request` for `site`.
 pub async fn ask(st: &AppState, site: &Site, request: Value) -> Answer {
+    ask_together(st, site, request, &Together::default()).await
+}
+
+/// [`ask`], as one of the page's questions asked at once.
+async fn ask_together(st: &AppState, site: &Site, request: Value, together: &Together) -> Answer {
     let request = Request::from_value(request)?;
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    st.stats.query(&request, site, now).await
+    st.stats.query_together(&request, site, now, together).await
 }
 
 /// The breakdown a card's tab asks for: visitors (and its second metric), by the tab's
@@ -296,12 +302,19 @@ pub async fn page(
             )
         })
         .collect();
-    // Every question at once: the engine's statements run concurrently on ClickHouse.
+    // Every question at once: the engine's statements run concurrently on ClickHouse,
+    // after the site's rollup state, read once for all of them.
+    let together = Together::default();
     let (top, series, live, breakdowns) = tokio::join!(
-        ask(&st, &site, top),
-        ask(&st, &site, series),
-        ask(&st, &site, live_request(&site)),
-        futures::future::join_all(cards.iter().map(|(_, _, r)| ask(&st, &site, r.clone())))
+        ask_together(&st, &site, top, &together),
+        ask_together(&st, &site, series, &together),
+        ask_together(&st, &site, live_request(&site), &together),
+        futures::future::join_all(cards.iter().map(|(_, _, r)| ask_together(
+            &st,
+            &site,
+            r.clone(),
+            &together
+        )))
     );
     let empty = match &top {
         Ok(r) => r
