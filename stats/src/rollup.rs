@@ -873,9 +873,12 @@ fn range_rows(spec: &Spec, by_value: Option<&Breakdown>, columns: &str) -> Optio
         .append(&first)
         .push(" AND local_day < ")
         .append(&tail)
+        // Each day's latest generation, as one number: a set of numbers is looked up
+        // faster than one of pairs (the 12-month overview: 90 ms against 140 at 10M).
         .push(&format!(
-            " AND (local_day, generation) IN (SELECT local_day, max(generation) FROM {table} \
-             WHERE site_id = "
+            " AND {day_generation} IN (SELECT {latest} FROM {table} WHERE site_id = ",
+            day_generation = day_generation("generation"),
+            latest = day_generation("max(generation)"),
         ));
     of_site(&mut stored);
     if by_value.is_some() {
@@ -913,6 +916,12 @@ fn range_rows(spec: &Spec, by_value: Option<&Breakdown>, columns: &str) -> Optio
         }
     }
     Some(stored)
+}
+
+/// A local day and a generation of it as one number (`local_day` and `generation`, a
+/// `UInt32`, side by side).
+fn day_generation(generation: &str) -> String {
+    format!("toUInt64(toUInt16(local_day)) * 4294967296 + {generation}")
 }
 
 /// ` WHERE value IN (…)`: a comparison's restriction to the main rows' values.
