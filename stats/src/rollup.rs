@@ -835,7 +835,7 @@ fn stored_breakdown(spec: &Spec) -> Option<Breakdown> {
 /// and the series) the day table's, with the persons when the spec asks `users`. `None`
 /// when the range's days cannot be resolved.
 fn range_rows(spec: &Spec, by_value: Option<&Breakdown>, columns: &str) -> Option<Sql> {
-    let persons = by_value.is_none() && spec.metrics.contains(&Metric::Users);
+    let persons = reads_persons(spec, by_value);
     let zone = spec.zone;
     let range = spec.range;
     let (first, last) = (date(range.first_date), date(range.last_date));
@@ -864,10 +864,10 @@ fn range_rows(spec: &Spec, by_value: Option<&Breakdown>, columns: &str) -> Optio
         stored.push(" AND dimension = ").bind_str(&b.name());
     }
     stored
-        .push(if by_value.is_none() && !persons {
-            " AND kind IN (1, 2)"
+        .push(&if by_value.is_none() && !persons {
+            format!(" AND kind IN ({KIND_PIECE}, {KIND_ID})")
         } else {
-            " AND kind != 0"
+            " AND kind != 0".to_string()
         })
         .push(" AND local_day >= ")
         .append(&first)
@@ -916,6 +916,12 @@ fn range_rows(spec: &Spec, by_value: Option<&Breakdown>, columns: &str) -> Optio
         }
     }
     Some(stored)
+}
+
+/// Whether a spec's rows include the persons: `users` of the day table (the breakdowns
+/// hold none).
+fn reads_persons(spec: &Spec, by_value: Option<&Breakdown>) -> bool {
+    by_value.is_none() && spec.metrics.contains(&Metric::Users)
 }
 
 /// A local day and a generation of it as one number (`local_day` and `generation`, a
@@ -972,7 +978,7 @@ fn select(spec: &Spec) -> Sql {
     let by_value = stored_breakdown(spec);
     let wants = |ms: &[Metric]| spec.metrics.iter().any(|m| ms.contains(m));
     let visitors = wants(&[Metric::Visitors, Metric::Percentage]);
-    let users = by_value.is_none() && wants(&[Metric::Users]);
+    let users = reads_persons(spec, by_value.as_ref());
     // Only the columns the metrics need: a year's breakdown has hundreds of thousands of
     // rows.
     let mut picked: Vec<&str> = vec!["local_day", "kind", "utc_day"];

@@ -785,6 +785,12 @@ async fn an_erased_person_disappears_from_every_figure() {
     let db = db().await;
     let their_rows = format!("id_hash = cityHash64('{ERASED_USER}')");
     assert!(stats::rollup_rows(&db, site, &their_rows).await > 0);
+    // And their anonymous ids (claimed, won or lost), kept for `users`.
+    let their_anonymous_rows = format!(
+        "kind = {} AND id_hash IN (cityHash64('dev-alice-1'), cityHash64('dev-alice-2'), cityHash64('dev-shared'))",
+        rivulet_stats::rollup::KIND_ANONYMOUS
+    );
+    assert!(stats::rollup_rows(&db, site, &their_anonymous_rows).await > 0);
 
     let erased = ds.events_of_person(ERASED_USER);
     assert!(erased > 20, "the person has {erased} events");
@@ -817,9 +823,18 @@ async fn an_erased_person_disappears_from_every_figure() {
         0,
         "the rollup's rows of the person's days went with their events"
     );
+    assert_eq!(
+        stats::rollup_rows(&db, site, &their_anonymous_rows).await,
+        0,
+        "and the rows of their anonymous ids"
+    );
     check(&after, &key, &queries).await;
     // Computed again without them.
     stats::compute_rollup(site).await;
     assert_eq!(stats::rollup_rows(&db, site, &their_rows).await, 0);
+    assert_eq!(
+        stats::rollup_rows(&db, site, &their_anonymous_rows).await,
+        0
+    );
     check(&after, &key, &queries).await;
 }
