@@ -53,7 +53,17 @@ detach() {
     for fd in /proc/$BASHPID/fd/*; do fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done
     if [ "$pidfile" = - ]; then exec "$@" </dev/null >>"$logfile" 2>&1; fi
     setsid "$@" </dev/null >>"$logfile" 2>&1 &
-    echo $! >"$pidfile"
+    # The PID file is written once the child runs the command (its command line names
+    # it), not in the moment after the fork when it is still this shell: a check in that
+    # moment (service_alive reads the command line) would take a starting service for
+    # one that had exited. At most 5 s; a child that exits at once is written as it is.
+    local pid=$! cmdline
+    for _ in $(seq 1 500); do
+      cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || break
+      [[ $cmdline == *"$1"* ]] && break
+      sleep 0.01
+    done
+    echo "$pid" >"$pidfile"
   ) 2>/dev/null
 }
 
