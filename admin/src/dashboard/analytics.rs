@@ -201,13 +201,17 @@ async fn ask_together(st: &AppState, site: &Site, request: Value, together: &Tog
 }
 
 /// The breakdown a card's tab asks for: visitors (and its second metric), by the tab's
-/// dimension, most visitors first.
+/// dimension, most visitors first. `counted` asks for the number of all its rows too: a
+/// statement of its own, as heavy as grouping the range by the dimension, so only the
+/// page that shows it (the details' page count) asks for it.
+#[allow(clippy::too_many_arguments)]
 pub fn breakdown_request(
     view: &View,
     site: &Site,
     today: jiff::civil::Date,
     tab: &Tab,
     page: (u64, u64),
+    counted: bool,
     search: Option<&str>,
     prop: Option<&str>,
 ) -> Value {
@@ -235,7 +239,7 @@ pub fn breakdown_request(
             dimensions: &dims,
             extra_filters: &extra,
             order_by: Some(["visitors", "desc"]),
-            total_rows: true,
+            total_rows: counted,
             page: Some(page),
             ..Query::default()
         },
@@ -298,7 +302,7 @@ pub async fn page(
             (
                 card,
                 t,
-                breakdown_request(&view, &site, today, t, (10, 0), None, p),
+                breakdown_request(&view, &site, today, t, (10, 0), false, None, p),
             )
         })
         .collect();
@@ -693,7 +697,6 @@ fn card_markup(
     answer: &Answer,
     prop: Option<&str>,
 ) -> Markup {
-    let site_path = base.trim_end_matches("/overview");
     let details = view.href(&format!("{base}/details"), |v| {
         v.tabs.retain(|(k, _)| k != card.key);
         v.tabs.push((card.key.into(), t.key.into()));
@@ -702,7 +705,6 @@ fn card_markup(
         v.tabs.retain(|(k, _)| k != card.key);
         v.tabs.push((card.key.into(), t.key.into()));
     });
-    let _ = site_path;
     html! {
         section.card.breakdown id=(format!("card-{}", card.key)) {
             h2 { (card.title) }
@@ -817,6 +819,7 @@ pub async fn details(
         view::today_in(&site),
         t,
         (PER_PAGE, (page - 1) * PER_PAGE),
+        true,
         Some(&search),
         prop,
     );
@@ -891,6 +894,7 @@ pub async fn export_csv(
         view::today_in(&site),
         t,
         (10_000, 0),
+        false,
         None,
         prop,
     );
