@@ -37,9 +37,7 @@ use crate::date_range::Zone;
 use crate::dimensions::{
     Bucket, Dimension, EventProperty, TimeGrain, VisitProperty, VISIT_PROPERTIES,
 };
-use crate::events_source::{
-    engagement_list, event_property, visit_aggregate, EventsSource, TABLE as EVENTS,
-};
+use crate::events_source::{engagement_list, event_property, visit_aggregate, EventsSource};
 use crate::filters::{Filter, Leaf, Op};
 use crate::identity;
 use crate::limits::SESSION_LOOKAROUND_SECS;
@@ -49,6 +47,14 @@ use crate::response::decode_rows;
 use crate::sql::{quote, sql, Sql, Statement};
 use crate::{SiteContext, StatsError};
 use jiff::civil::Date;
+
+/// What the rollup's rows are computed from: `events` read with `FINAL`. A replay writes
+/// a changed event again under the same key, and until ClickHouse merges the two, both
+/// are in the table with different values (a browser, a country). `FINAL` takes the newer,
+/// so a day computed in that window holds the replayed values and not a mix of both, which
+/// would stay: a merge stamps no hour, and the day would not be computed again. The copies
+/// the enricher writes are equal and read the same either way.
+const EVENTS_FINAL: &str = "events FINAL";
 
 /// The rollup's table.
 pub const TABLE: &str = "stats_days";
@@ -276,7 +282,7 @@ pub fn rows(site_id: u32, zone: &Zone, days: &Days, persons: bool) -> Sql {
     s.push(&format!(
         "SELECT toDate(timestamp, 'UTC') AS utc_day, toDate(timestamp, {tz}) AS local_day, \
          uniqExactIf(event_id, type = 'pageview') AS e_pageviews, uniqExact(event_id) AS e_events, \
-         uniqExactIf(user_id, daily_visitor = 1) AS e_daily FROM {EVENTS} WHERE "
+         uniqExactIf(user_id, daily_visitor = 1) AS e_daily FROM {EVENTS_FINAL} WHERE "
     ))
     .append(&in_days)
     .push(" GROUP BY local_day, utc_day) AS piece_events ANY LEFT JOIN (");
@@ -285,7 +291,7 @@ pub fn rows(site_id: u32, zone: &Zone, days: &Days, persons: bool) -> Sql {
     // one column.)
     s.push(&format!(
         "SELECT toDate(timestamp, 'UTC') AS utc_day, uniqExactIf(user_id, daily_visitor != 0) AS u_daily, \
-         toUInt8(uniqExact(toDate(timestamp, {tz}))) AS u_pieces FROM {EVENTS} WHERE "
+         toUInt8(uniqExact(toDate(timestamp, {tz}))) AS u_pieces FROM {EVENTS_FINAL} WHERE "
     ))
     .append(&between(&utc_floor(&days.start), &utc_ceil(&days.end)))
     .push(" GROUP BY utc_day) AS utc_days USING utc_day) AS pieces ANY LEFT JOIN (");
@@ -312,7 +318,7 @@ pub fn rows(site_id: u32, zone: &Zone, days: &Days, persons: bool) -> Sql {
     .append(&days.start)
     .push(" AND timestamp < ")
     .append(&days.end)
-    .push(&format!(") AS pieces FROM {EVENTS} WHERE "))
+    .push(&format!(") AS pieces FROM {EVENTS_FINAL} WHERE "))
     .append(&between(
         &shifted(&days.start, -around),
         &shifted(&days.end, around),
@@ -359,7 +365,7 @@ fn piece_ids(tz: &str, kind: u8, id: &str) -> Sql {
         s.push(&format!(", toUInt64(0) AS {c}"));
     }
     s.push(&format!(
-        ", cityHash64({id}) AS id_hash FROM {EVENTS} WHERE "
+        ", cityHash64({id}) AS id_hash FROM {EVENTS_FINAL} WHERE "
     ));
     s
 }
@@ -433,14 +439,14 @@ fn visit_breakdown_rows(site_id: u32, zone: &Zone, days: &Days, props: &[VisitPr
             "SELECT timestamp, event_id, type, user_id, daily_visitor, \
              arrayJoin(arrayEnumerate(s_values)) AS i, arrayElement({names}, i) AS dimension, \
              arrayElement(s_values, i) AS value FROM (\
-             SELECT timestamp, event_id, type, user_id, daily_visitor, session_id FROM {EVENTS} WHERE "
+             SELECT timestamp, event_id, type, user_id, daily_visitor, session_id FROM {EVENTS_FINAL} WHERE "
         ));
         s.append(&between(from, to));
         if only_recurring {
             s.push(" AND daily_visitor = 0");
         }
         s.push(&format!(
-            ") AS ev ANY LEFT JOIN (SELECT session_id, {values} AS s_values FROM {EVENTS} WHERE "
+            ") AS ev ANY LEFT JOIN (SELECT session_id, {values} AS s_values FROM {EVENTS_FINAL} WHERE "
         ))
         .append(&between(&wide.0, &wide.1))
         .push(" GROUP BY session_id) AS vis USING session_id");
@@ -481,7 +487,7 @@ fn visit_breakdown_rows(site_id: u32, zone: &Zone, days: &Days, props: &[VisitPr
     .append(&days.start)
     .push(" AND timestamp < ")
     .append(&days.end)
-    .push(&format!(") AS pieces FROM {EVENTS} WHERE "))
+    .push(&format!(") AS pieces FROM {EVENTS_FINAL} WHERE "))
     .append(&between(
         &shifted(&days.start, -around),
         &shifted(&days.end, around),
@@ -538,7 +544,7 @@ fn event_breakdown_rows(
              arrayJoin(arrayEnumerate(e_values)) AS i, arrayElement({names_of}, i) AS dimension, \
              arrayElement(e_values, i) AS value FROM (\
              SELECT timestamp, event_id, type, user_id, daily_visitor,{names_column} \
-             {values} AS e_values FROM {EVENTS} WHERE "
+             {values} AS e_values FROM {EVENTS_FINAL} WHERE "
         ));
         s.append(&between(site_id, from, to));
         if only_recurring {
@@ -1187,6 +1193,24 @@ mod tests {
     use crate::{FirstEvent, Planner, SiteContext};
     use serde_json::{json, Value};
     use std::sync::Arc;
+
+    #[test]
+    fn the_rollup_reads_the_events_table_with_final() {
+        assert_eq!(
+            EVENTS_FINAL,
+            format!("{} FINAL", crate::events_source::TABLE)
+        );
+        let zone = Zone::new("Europe/Berlin").unwrap();
+        let day = Date::constant(2025, 3, 30);
+        let days = Days::literal(&zone, day, day).unwrap();
+        let persons = rows(1, &zone, &days, true);
+        let dims = breakdown_dimensions();
+        let breakdowns = breakdown_rows(1, &zone, &days, &dims);
+        for sql in [persons.text(), breakdowns.text()] {
+            assert!(sql.contains("FROM events FINAL WHERE"), "{sql}");
+            assert!(!sql.contains("FROM events WHERE"), "{sql}");
+        }
+    }
 
     fn plan_with_rollup(fields: Value, tz: &str) -> crate::QueryPlan {
         let site = SiteContext {

@@ -17,6 +17,8 @@
 //!   after, and with a day in the middle stamped stale (read from `events` from there);
 //! - an erased person (`rivulet-admin erase --wait`) is gone from every figure, and from
 //!   the rollup's rows;
+//! - a replay (`rivulet-admin replay`) of days already in the rollup is answered as
+//!   replayed at once (the days are stale) and once they are computed again;
 //! - the errors and the auth: 401 without a key, 403 for a key without `stats:read` or
 //!   for another site, 400 naming the field, 429 with Retry-After past the per-key limit.
 
@@ -67,7 +69,7 @@ async fn fx() -> &'static Fixture {
 struct Pipeline {
     ingest: Service,
     _enricher: Service,
-    _lane: Lane,
+    lane: Lane,
 }
 
 async fn pipeline() -> &'static Pipeline {
@@ -85,7 +87,7 @@ async fn pipeline() -> &'static Pipeline {
         Pipeline {
             ingest,
             _enricher: enricher,
-            _lane: lane,
+            lane,
         }
     })
     .await
@@ -768,6 +770,106 @@ async fn the_daily_rollup_answers_as_the_events_do_before_and_after_it_is_comput
         "the days that read the hour are computed again: {again}"
     );
     check(&ds, &key, &queries).await;
+}
+
+#[tokio::test]
+async fn a_replay_of_days_in_the_rollup_is_answered_as_replayed() {
+    let p = pipeline().await;
+    let f = fx().await;
+    let (site, ingest_key) = site_with_key().await;
+    let key = stats::prepare_site(site).await;
+    // Three days ago, so that the rollup computes the day: four visitors on Vivaldi and
+    // four on Chrome, a pageview each, from private addresses (no geo to change).
+    let day_start = (now_ms() / 86_400_000 - 3) * 86_400_000;
+    let day = time::OffsetDateTime::from_unix_timestamp(day_start / 1000)
+        .unwrap()
+        .date()
+        .to_string();
+    let events: Vec<Value> = (0..8)
+        .map(|i| {
+            let ua = if i % 2 == 0 {
+                rivulet_tests::data::VIVALDI
+            } else {
+                rivulet_tests::data::CHROME
+            };
+            json!({"event_id": uuid::Uuid::new_v4().to_string(), "type": "pageview",
+                   "pathname": "/", "ip_address": format!("10.0.0.{}", 10 + i), "user_agent": ua,
+                   "timestamp": day_start + 10 * 3_600_000 + i * 60_000})
+        })
+        .collect();
+    let since = rivulet_common::epoch::now_ms() - 2000;
+    post_accepted_batch(&p.ingest.url, site, &ingest_key, &events).await;
+    let sql = format!("SELECT count() FROM events WHERE site_id = {site}");
+    assert_eq!(wait_count(&sql, 8, Duration::from_secs(60)).await, 8);
+    let by_browser = json!({"site_id": site, "metrics": ["visitors", "pageviews"],
+        "dimensions": ["visit:browser"], "date_range": [day, day],
+        "order_by": [["visit:browser", "asc"]]});
+    let answer = || async {
+        let (status, _, body) = stats::ask(&f.admin.url, Some(&key), &by_browser).await;
+        assert_eq!(status, 200, "{body}");
+        body["results"].clone()
+    };
+    let as_sent = json!([{"dimensions": ["Chrome"], "metrics": [4, 4]},
+                         {"dimensions": ["Vivaldi"], "metrics": [4, 4]}]);
+    assert_eq!(answer().await, as_sent);
+    let run = stats::compute_rollup(site).await;
+    assert!(run["days_computed"].as_u64().unwrap() >= 1, "{run}");
+    let db = db().await;
+    let in_rollup = |value: &'static str| {
+        let db = db.clone();
+        async move {
+            db.client
+                .query(
+                    "SELECT count() FROM stats_breakdown_days \
+                     WHERE site_id = ? AND dimension = 'visit:browser' AND kind = 1 AND value = ?",
+                )
+                .bind(site)
+                .bind(value)
+                .fetch_one::<u64>()
+                .await
+                .expect("count the breakdown's rows")
+        }
+    };
+    assert!(in_rollup("Vivaldi").await > 0, "the day is in the rollup");
+    assert_eq!(answer().await, as_sent);
+
+    // Rules that do not know Vivaldi: the replay makes its events Chrome's.
+    let dir = rivulet_tests::data::TempDir::new("stats-replay");
+    dir.replace(
+        "regexes.yaml",
+        rivulet_tests::data::rules_without("Vivaldi"),
+    );
+    dir.replace("REVISION", "test-old\n");
+    let rules = dir.str("regexes.yaml");
+    let since = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(since) * 1_000_000)
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let replayed = rivulet_tests::data::run_admin_async(
+        &["replay", "--site", &site.to_string(), "--since", &since],
+        &[("UA_REGEXES", &rules), ("KAFKA_TOPIC_RAW", &p.lane.topic)],
+    )
+    .await
+    .json();
+    assert_eq!(replayed["rows_rewritten"], 4, "{replayed}");
+    let as_replayed = json!([{"dimensions": ["Chrome"], "metrics": [8, 8]}]);
+    // The replay's rows stamped their hours: the day is read from `events` at once.
+    assert_eq!(answer().await, as_replayed);
+    // And computed again from the replayed rows.
+    let again = stats::compute_rollup(site).await;
+    assert!(again["days_computed"].as_u64().unwrap() >= 1, "{again}");
+    assert_eq!(answer().await, as_replayed);
+    // The older generation is deleted by a mutation after the new one is in place.
+    Pace::within(Duration::from_secs(60))
+        .every(Duration::from_millis(250))
+        .poll_until("the older generation's Vivaldi rows deleted", || async {
+            match in_rollup("Vivaldi").await {
+                0 => Ok(()),
+                n => Err(n),
+            }
+        })
+        .await;
+    assert!(in_rollup("Chrome").await > 0, "the new generation");
 }
 
 #[tokio::test]
