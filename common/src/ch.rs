@@ -292,6 +292,19 @@ impl Db {
                 }
             }
         }
+        if groups.is_empty() && !unanswered.is_empty() {
+            // Some server might hold a replica, and none that answered does: running it on
+            // the connected server alone could leave that server's group out unseen.
+            return Err(clickhouse::error::Error::Other(
+                format!(
+                    "ALTER TABLE {table}: no server of CLICKHOUSE_NODES that answered holds a \
+                     replica of it, and {} did not answer ({}); nothing was run",
+                    unanswered.len(),
+                    unanswered.join("; ")
+                )
+                .into(),
+            ));
+        }
         if groups.is_empty() {
             // No server holds a replica of it: a table that is not replicated (the
             // compatibility check runs the cluster's schema on one engine), or one that

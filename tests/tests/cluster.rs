@@ -228,7 +228,7 @@ async fn every_node_answers(sql: &str, want: &str, within: Duration) {
 
 /// `Db::alter` (not `ON CLUSTER`, whose DDL worker 18.16 can stop for good): once per
 /// replication group, reaching every server, and refused when CLICKHOUSE_NODES misses a
-/// shard.
+/// shard or no server answers.
 #[tokio::test]
 async fn an_alter_runs_once_per_replication_group_and_reaches_every_server() {
     let db = db().await;
@@ -282,6 +282,21 @@ async fn an_alter_runs_once_per_replication_group_and_reaches_every_server() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("1 of its 2 replication groups"), "{err}");
+
+    // No server that answers: nothing is run on the connected server alone.
+    let unreachable = Db {
+        nodes: vec!["http://127.0.0.1:9".into()],
+        ..db.clone()
+    };
+    let err = unreachable
+        .alter("events_local", "DELETE WHERE site_id = ?", |q| q.bind(site))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("1 did not answer (http://127.0.0.1:9: ") && err.contains("nothing was run"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
