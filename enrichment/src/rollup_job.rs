@@ -30,6 +30,19 @@ pub const BREAKDOWN_DAYS: usize = 3;
 /// Dimensions of breakdowns computed by one statement.
 pub const BREAKDOWN_DIMENSIONS: usize = 5;
 
+/// The columns of [`RollupRow`], in the order of its fields (rows are read and written in
+/// that order): the site, zone, day and generation, then [`rollup::ROW_COLUMNS`].
+const DAY_COLUMNS: [&str; 4] = ["site_id", "time_zone", "local_day", "generation"];
+/// The same of [`BreakdownRow`].
+const BREAKDOWN_COLUMNS: [&str; 6] = [
+    "site_id",
+    "time_zone",
+    "dimension",
+    "local_day",
+    "generation",
+    "value",
+];
+
 /// One row of `stats_days`.
 #[derive(Debug, Clone, Default, PartialEq, Row, Serialize, Deserialize)]
 pub struct RollupRow {
@@ -54,28 +67,6 @@ pub struct RollupRow {
     pub daily_visitors: u64,
     pub daily_visitors_utc_day: u64,
     pub id_hash: u64,
-}
-
-/// What [`rollup::rows`] returns: a row without its site, zone and generation.
-#[derive(Debug, Row, Deserialize)]
-struct Computed {
-    local_day: u16,
-    kind: u8,
-    utc_day: u16,
-    day_pieces: u8,
-    pageviews: u64,
-    events: u64,
-    visits_started: u64,
-    visits_carried: u64,
-    bounces_started: u64,
-    bounces_carried: u64,
-    duration_started: u64,
-    duration_carried: u64,
-    views_started: u64,
-    views_carried: u64,
-    daily_visitors: u64,
-    daily_visitors_utc_day: u64,
-    id_hash: u64,
 }
 
 /// One row of `stats_breakdown_days`: [`RollupRow`]'s columns for one value of one
@@ -106,30 +97,6 @@ pub struct BreakdownRow {
     pub daily_visitors: u64,
     pub daily_visitors_utc_day: u64,
     pub id_hash: u64,
-}
-
-/// What [`rollup::breakdown_rows`] returns: a row without its site, zone and generation.
-#[derive(Debug, Row, Deserialize)]
-struct ComputedBreakdown {
-    local_day: u16,
-    kind: u8,
-    utc_day: u16,
-    day_pieces: u8,
-    pageviews: u64,
-    events: u64,
-    visits_started: u64,
-    visits_carried: u64,
-    bounces_started: u64,
-    bounces_carried: u64,
-    duration_started: u64,
-    duration_carried: u64,
-    views_started: u64,
-    views_carried: u64,
-    daily_visitors: u64,
-    daily_visitors_utc_day: u64,
-    id_hash: u64,
-    dimension: String,
-    value: String,
 }
 
 #[derive(Debug, Row, Deserialize)]
@@ -320,9 +287,14 @@ impl RollupJob {
                 return Ok(0);
             }
         };
-        let computed: Vec<Computed> = query(&self.db, &rollup::rows(site_id, zone, &range, true))
-            .fetch_all()
-            .await?;
+        let rows = as_written(
+            &rollup::rows(site_id, zone, &range, true),
+            &DAY_COLUMNS,
+            site_id,
+            zone,
+            generation,
+        );
+        let computed: Vec<RollupRow> = query(&self.db, &rows).fetch_all().await?;
         // The breakdowns first: a generation counts once both tables have its markers,
         // and a query reads a day's latest generation of the table it reads.
         let mut written = self
@@ -341,31 +313,8 @@ impl RollupJob {
             insert.write(&marker).await?;
             written += 1;
         }
-        for c in computed {
-            insert
-                .write(&RollupRow {
-                    site_id,
-                    time_zone: zone.name().to_string(),
-                    local_day: c.local_day,
-                    generation,
-                    kind: c.kind,
-                    utc_day: c.utc_day,
-                    day_pieces: c.day_pieces,
-                    pageviews: c.pageviews,
-                    events: c.events,
-                    visits_started: c.visits_started,
-                    visits_carried: c.visits_carried,
-                    bounces_started: c.bounces_started,
-                    bounces_carried: c.bounces_carried,
-                    duration_started: c.duration_started,
-                    duration_carried: c.duration_carried,
-                    views_started: c.views_started,
-                    views_carried: c.views_carried,
-                    daily_visitors: c.daily_visitors,
-                    daily_visitors_utc_day: c.daily_visitors_utc_day,
-                    id_hash: c.id_hash,
-                })
-                .await?;
+        for row in &computed {
+            insert.write(row).await?;
             written += 1;
         }
         insert.end().await?;
@@ -420,14 +369,16 @@ impl RollupJob {
                     continue;
                 }
             };
-            let mut rows: Vec<ComputedBreakdown> = Vec::new();
+            let mut rows: Vec<BreakdownRow> = Vec::new();
             for some in dims.chunks(BREAKDOWN_DIMENSIONS) {
-                let sql = rollup::breakdown_rows(site_id, zone, &range, some);
-                rows.extend(
-                    query(&self.db, &sql)
-                        .fetch_all::<ComputedBreakdown>()
-                        .await?,
+                let sql = as_written(
+                    &rollup::breakdown_rows(site_id, zone, &range, some),
+                    &BREAKDOWN_COLUMNS,
+                    site_id,
+                    zone,
+                    generation,
                 );
+                rows.extend(query(&self.db, &sql).fetch_all::<BreakdownRow>().await?);
             }
             let mut insert = self
                 .db
@@ -448,39 +399,45 @@ impl RollupJob {
                     .await?;
                 written += 1;
             }
-            for c in rows {
-                insert
-                    .write(&BreakdownRow {
-                        site_id,
-                        time_zone: zone.name().to_string(),
-                        dimension: c.dimension,
-                        local_day: c.local_day,
-                        generation,
-                        value: c.value,
-                        kind: c.kind,
-                        utc_day: c.utc_day,
-                        day_pieces: c.day_pieces,
-                        pageviews: c.pageviews,
-                        events: c.events,
-                        visits_started: c.visits_started,
-                        visits_carried: c.visits_carried,
-                        bounces_started: c.bounces_started,
-                        bounces_carried: c.bounces_carried,
-                        duration_started: c.duration_started,
-                        duration_carried: c.duration_carried,
-                        views_started: c.views_started,
-                        views_carried: c.views_carried,
-                        daily_visitors: c.daily_visitors,
-                        daily_visitors_utc_day: c.daily_visitors_utc_day,
-                        id_hash: c.id_hash,
-                    })
-                    .await?;
+            for row in &rows {
+                insert.write(row).await?;
                 written += 1;
             }
             insert.end().await?;
         }
         Ok(written)
     }
+}
+
+/// `computed` (rows of [`rollup::rows`] or [`rollup::breakdown_rows`]: `local_day`,
+/// `dimension` and `value` where they have them, and [`rollup::ROW_COLUMNS`]) as the
+/// table's rows: `leading` then [`rollup::ROW_COLUMNS`], with the site, zone and
+/// generation given by the statement, so that the rows read are the rows written.
+fn as_written(computed: &Sql, leading: &[&str], site_id: u32, zone: &Zone, generation: u32) -> Sql {
+    let mut s = Sql::new();
+    s.push("SELECT ");
+    for (i, column) in leading.iter().enumerate() {
+        if i > 0 {
+            s.push(", ");
+        }
+        match *column {
+            "site_id" => s
+                .push("toUInt32(")
+                .bind_uint(u64::from(site_id))
+                .push(") AS site_id"),
+            "time_zone" => s.bind_str(zone.name()).push(" AS time_zone"),
+            "generation" => s
+                .push("toUInt32(")
+                .bind_uint(u64::from(generation))
+                .push(") AS generation"),
+            other => s.push(other),
+        };
+    }
+    for column in rollup::ROW_COLUMNS {
+        s.push(", ").push(column);
+    }
+    s.push(" FROM (").append(computed).push(")");
+    s
 }
 
 /// The statement of a [`Sql`], its binds bound.
@@ -543,6 +500,51 @@ pub fn consecutive_runs<T>(days: &[(jiff::civil::Date, T)]) -> Vec<&[(jiff::civi
 mod tests {
     use super::*;
     use jiff::civil::date;
+
+    /// The columns a row is read with are its fields, in their order: a row is read and
+    /// written by position.
+    #[test]
+    fn the_rows_are_read_in_the_order_of_their_fields() {
+        fn fields_in_order<T: Serialize + Default>() -> Vec<String> {
+            let text = serde_json::to_string(&T::default()).unwrap();
+            let mut keys: Vec<(usize, String)> =
+                serde_json::from_str::<serde_json::Map<_, _>>(&text)
+                    .unwrap()
+                    .keys()
+                    .map(|k| (text.find(&format!("\"{k}\":")).unwrap(), k.clone()))
+                    .collect();
+            keys.sort();
+            keys.into_iter().map(|(_, k)| k).collect()
+        }
+        let columns = |leading: &[&str]| -> Vec<String> {
+            leading
+                .iter()
+                .chain(rollup::ROW_COLUMNS.iter())
+                .map(|c| c.to_string())
+                .collect()
+        };
+        assert_eq!(fields_in_order::<RollupRow>(), columns(&DAY_COLUMNS));
+        assert_eq!(
+            fields_in_order::<BreakdownRow>(),
+            columns(&BREAKDOWN_COLUMNS)
+        );
+        let zone = Zone::new("Europe/Berlin").unwrap();
+        let sql = as_written(
+            &Sql::new().push("SELECT 1").clone(),
+            &BREAKDOWN_COLUMNS,
+            7,
+            &zone,
+            9,
+        );
+        assert!(
+            sql.text().starts_with(
+                "SELECT toUInt32(?) AS site_id, ? AS time_zone, dimension, local_day, \
+                 toUInt32(?) AS generation, value, kind, utc_day, day_pieces,"
+            ),
+            "{}",
+            sql.text()
+        );
+    }
 
     #[test]
     fn erasure_deletes_a_day_either_side_of_the_hours_days() {
