@@ -8,6 +8,7 @@
 //! enricher reads only what its ingest sends.
 
 use clickhouse::Row;
+use rivulet_tests::lifecycle::rfc3339;
 use rivulet_tests::*;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -26,13 +27,6 @@ struct Stored {
     received_at: u32,
     client_timestamp: Option<u32>,
     sent_at: Option<u32>,
-}
-
-fn rfc3339(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .unwrap()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap()
 }
 
 async fn post(url: String, body: Value) -> Value {

@@ -5,6 +5,7 @@
 //! `uniqExact(event_id)`); another site's events are left alone.
 
 use rivulet_tests::data::*;
+use rivulet_tests::lifecycle::rfc3339;
 use rivulet_tests::*;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -17,13 +18,6 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64
-}
-
-fn rfc3339(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .unwrap()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap()
 }
 
 /// Event `i` of the main site: Vivaldi or Chrome, from London or from a private address

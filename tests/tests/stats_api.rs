@@ -841,10 +841,7 @@ async fn a_replay_of_days_in_the_rollup_is_answered_as_replayed() {
     );
     dir.replace("REVISION", "test-old\n");
     let rules = dir.str("regexes.yaml");
-    let since = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(since) * 1_000_000)
-        .unwrap()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap();
+    let since = rivulet_tests::lifecycle::rfc3339(since);
     let replayed = rivulet_tests::data::run_admin_async(
         &["replay", "--site", &site.to_string(), "--since", &since],
         &[("UA_REGEXES", &rules), ("KAFKA_TOPIC_RAW", &p.lane.topic)],
