@@ -672,14 +672,18 @@ pub fn stale_days(site_ids: &[u32], zone: &Zone) -> Sql {
     sites(&mut s);
     s.push(" AND time_zone = ")
         .bind_str(zone.name())
-        .push(" AND dimension = '' AND kind = 0 AND value = ")
+        .push(&format!(
+            " AND dimension = '' AND kind = {KIND_MARKER} AND value = "
+        ))
         .bind_str(LAYOUT)
         .push(&format!(")) AS g FROM {TABLE} WHERE "));
     sites(&mut s);
-    s.push(" AND time_zone = ").bind_str(zone.name()).push(
-        " AND kind = 0 GROUP BY site_id, local_day) AS generations USING site_id, local_day \
-         WHERE g <= t ORDER BY site_id, local_day",
-    );
+    s.push(" AND time_zone = ")
+        .bind_str(zone.name())
+        .push(&format!(
+            " AND kind = {KIND_MARKER} GROUP BY site_id, local_day) AS generations USING site_id, \
+         local_day WHERE g <= t ORDER BY site_id, local_day",
+        ));
     s
 }
 
@@ -873,7 +877,7 @@ fn range_rows(spec: &Spec, by_value: Option<&Breakdown>, columns: &str) -> Optio
         .push(&if by_value.is_none() && !persons {
             format!(" AND kind IN ({KIND_PIECE}, {KIND_ID})")
         } else {
-            " AND kind != 0".to_string()
+            format!(" AND kind != {KIND_MARKER}")
         })
         .push(" AND local_day >= ")
         .append(&first)
@@ -894,7 +898,7 @@ fn range_rows(spec: &Spec, by_value: Option<&Breakdown>, columns: &str) -> Optio
             .bind_str(LAYOUT);
     }
     stored
-        .push(" AND kind = 0 AND local_day >= ")
+        .push(&format!(" AND kind = {KIND_MARKER} AND local_day >= "))
         .append(&first)
         .push(" AND local_day <= ")
         .append(&last)
