@@ -200,21 +200,32 @@ async fn ask_together(st: &AppState, site: &Site, request: Value, together: &Tog
     st.stats.query_together(&request, site, now, together).await
 }
 
+/// Which of a breakdown's rows a request asks for.
+#[derive(Debug, Clone, Copy)]
+pub enum Rows {
+    /// The first `n` (a card, the CSV export).
+    First(u64),
+    /// `limit` rows from `offset`, and the number of all the rows, which numbers the pages
+    /// (the details page). The count is a statement of its own, as heavy as grouping the
+    /// range by the dimension: only a page that shows it asks for it.
+    Page { limit: u64, offset: u64 },
+}
+
 /// The breakdown a card's tab asks for: visitors (and its second metric), by the tab's
-/// dimension, most visitors first. `counted` asks for the number of all its rows too: a
-/// statement of its own, as heavy as grouping the range by the dimension, so only the
-/// page that shows it (the details' page count) asks for it.
-#[allow(clippy::too_many_arguments)]
+/// dimension, most visitors first.
 pub fn breakdown_request(
     view: &View,
     site: &Site,
     today: jiff::civil::Date,
     tab: &Tab,
-    page: (u64, u64),
-    counted: bool,
+    rows: Rows,
     search: Option<&str>,
     prop: Option<&str>,
 ) -> Value {
+    let (page, counted) = match rows {
+        Rows::First(n) => ((n, 0), false),
+        Rows::Page { limit, offset } => ((limit, offset), true),
+    };
     let dimension = match prop {
         Some(p) => format!("event:props:{p}"),
         None => tab.dimension.to_string(),
@@ -302,7 +313,7 @@ pub async fn page(
             (
                 card,
                 t,
-                breakdown_request(&view, &site, today, t, (10, 0), false, None, p),
+                breakdown_request(&view, &site, today, t, Rows::First(10), None, p),
             )
         })
         .collect();
@@ -818,8 +829,10 @@ pub async fn details(
         &site,
         view::today_in(&site),
         t,
-        (PER_PAGE, (page - 1) * PER_PAGE),
-        true,
+        Rows::Page {
+            limit: PER_PAGE,
+            offset: (page - 1) * PER_PAGE,
+        },
         Some(&search),
         prop,
     );
@@ -893,8 +906,7 @@ pub async fn export_csv(
         &site,
         view::today_in(&site),
         t,
-        (10_000, 0),
-        false,
+        Rows::First(10_000),
         None,
         prop,
     );
