@@ -451,6 +451,10 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                            "include": {"total_rows": true}}),
                 ),
                 (
+                    "countries, visitors and percentage",
+                    json!({"metrics": ["visitors", "percentage"], "dimensions": ["visit:country"]}),
+                ),
+                (
                     "totals with users",
                     json!({"metrics": ["visitors", "users", "bounce_rate"]}),
                 ),
@@ -534,7 +538,13 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
             rows.push(&format!(", {c}"));
         }
         rows.push(" FROM (")
-            .append(&rollup::rows(site_id, &zone, &span, true))
+            .append(&rollup::rows(
+                site_id,
+                &zone,
+                &span,
+                true,
+                rollup::VisitMeasures::Computed,
+            ))
             .push(")");
         let job = Statement {
             name: "stats_rollup_rows",
@@ -563,6 +573,7 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                 &zone,
                 &span,
                 &rollup::breakdown_dimensions(),
+                rollup::VisitMeasures::Computed,
             ))
             .push(")");
         let job = Statement {

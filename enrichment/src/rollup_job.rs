@@ -18,7 +18,7 @@ use clickhouse::Row;
 use rivulet_common::ch::Db;
 use rivulet_stats::date_range::Zone;
 use rivulet_stats::limits::SESSION_LOOKAROUND_SECS;
-use rivulet_stats::rollup::{self, Days, KIND_MARKER};
+use rivulet_stats::rollup::{self, Days, VisitMeasures, KIND_MARKER};
 use rivulet_stats::sql::Sql;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -288,7 +288,7 @@ impl RollupJob {
             }
         };
         let rows = as_written(
-            &rollup::rows(site_id, zone, &range, true),
+            &rollup::rows(site_id, zone, &range, true, VisitMeasures::Computed),
             &DAY_COLUMNS,
             site_id,
             zone,
@@ -372,7 +372,7 @@ impl RollupJob {
             let mut rows: Vec<BreakdownRow> = Vec::new();
             for some in dims.chunks(BREAKDOWN_DIMENSIONS) {
                 let sql = as_written(
-                    &rollup::breakdown_rows(site_id, zone, &range, some),
+                    &rollup::breakdown_rows(site_id, zone, &range, some, VisitMeasures::Computed),
                     &BREAKDOWN_COLUMNS,
                     site_id,
                     zone,
