@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use maud::{html, Markup};
 use rivulet_common::registry::Site;
+use rivulet_stats::response::ResultRow;
 use rivulet_stats::Request;
 use serde_json::{json, Value};
 
@@ -203,7 +204,12 @@ async fn ask_together(st: &AppState, site: &Site, request: Value, together: &Tog
 /// Which of a breakdown's rows a request asks for.
 #[derive(Debug, Clone, Copy)]
 pub enum Rows {
-    /// The first `n` (a card, the CSV export).
+    /// The first `n` of a card, without their `percentage`: the card draws each row's bar
+    /// against its first row. A percentage divides by the range's visitors, a statement
+    /// of its own in each card's question; on a live site each reads today's events again
+    /// (`scripts/bench query`: the Overview's five cards asked five such totals).
+    Card(u64),
+    /// The first `n` with their `percentage` (the CSV export).
     First(u64),
     /// `limit` rows from `offset`, and the number of all the rows, which numbers the pages
     /// (the details page). The count is a statement of its own, as heavy as grouping the
@@ -222,9 +228,10 @@ pub fn breakdown_request(
     search: Option<&str>,
     prop: Option<&str>,
 ) -> Value {
-    let (page, counted) = match rows {
-        Rows::First(n) => ((n, 0), false),
-        Rows::Page { limit, offset } => ((limit, offset), true),
+    let (page, counted, share) = match rows {
+        Rows::Card(n) => ((n, 0), false, false),
+        Rows::First(n) => ((n, 0), false, true),
+        Rows::Page { limit, offset } => ((limit, offset), true, true),
     };
     let dimension = match prop {
         Some(p) => format!("event:props:{p}"),
@@ -239,7 +246,7 @@ pub fn breakdown_request(
     }
     let metrics: Vec<&str> = std::iter::once("visitors")
         .chain(tab.more.iter().map(|(m, _)| *m))
-        .chain(std::iter::once("percentage"))
+        .chain(share.then_some("percentage"))
         .collect();
     let dims = [dimension.as_str()];
     view.request(
@@ -313,7 +320,7 @@ pub async fn page(
             (
                 card,
                 t,
-                breakdown_request(&view, &site, today, t, Rows::First(10), None, p),
+                breakdown_request(&view, &site, today, t, Rows::Card(10), None, p),
             )
         })
         .collect();
@@ -743,6 +750,20 @@ fn card_markup(
     }
 }
 
+/// A row's bar, in percent: its `percentage` (of all the range's visitors) when the
+/// request asked it (after the tab's metrics), else its visitors against the first row's
+/// (a card's rows, most visitors first).
+fn bar_width(t: &Tab, row: &ResultRow, rows: &[ResultRow]) -> f64 {
+    let visitors = |r: &ResultRow| r.metrics.first().and_then(Value::as_f64);
+    match row.metrics.get(1 + t.more.len()).and_then(Value::as_f64) {
+        Some(percentage) => percentage,
+        None => match (visitors(row), rows.first().and_then(visitors)) {
+            (Some(v), Some(top)) if top > 0.0 => 100.0 * v / top,
+            _ => 0.0,
+        },
+    }
+}
+
 /// A breakdown's rows: each label a link that filters the dashboard by it.
 fn rows_table(
     view: &View,
@@ -774,7 +795,7 @@ fn rows_table(
                 tbody {
                     @for row in &r.results {
                         @let label = row.dimensions.first().cloned().unwrap_or_default();
-                        @let pct = row.metrics.last().and_then(Value::as_f64).unwrap_or(0.0);
+                        @let pct = bar_width(t, row, &r.results);
                         tr {
                             td.text.bar-cell {
                                 // The row's share as a bar behind its label: SVG, since the
