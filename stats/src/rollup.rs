@@ -267,7 +267,7 @@ pub enum VisitMeasures {
 /// The visit measures' columns of a row, as `toUInt64(v_<column>) AS <column>` from the
 /// join that computes them, or zero.
 fn visit_measure_columns(visits: VisitMeasures) -> String {
-    VISIT_MEASURE_COLUMNS
+    visit_measure_names()
         .iter()
         .map(|c| match visits {
             VisitMeasures::Computed => format!("toUInt64(v_{c}) AS {c}"),
@@ -277,23 +277,18 @@ fn visit_measure_columns(visits: VisitMeasures) -> String {
         .join(", ")
 }
 
-const VISIT_MEASURE_COLUMNS: [&str; 8] = [
-    "visits_started",
-    "visits_carried",
-    "bounces_started",
-    "bounces_carried",
-    "duration_started",
-    "duration_carried",
-    "views_started",
-    "views_carried",
-];
+/// The visit measures' columns: those of [`ROW_COLUMNS`] from `visits_started` to
+/// `views_carried`.
+fn visit_measure_names() -> &'static [&'static str] {
+    &ROW_COLUMNS[5..13]
+}
 
 fn piece(at: &str, tz: &str) -> String {
     format!("toUInt64(toDate({at}, {tz})) * 65536 + toUInt64(toDate({at}, 'UTC'))")
 }
 
 /// ` (… ) AS piece_visits USING local_day, utc_day` for [`rows`]: each piece's visits,
-/// `v_<column>` of [`VISIT_MEASURE_COLUMNS`].
+/// `v_<column>` of [`visit_measure_names`].
 fn piece_visits(s: &mut Sql, site_id: u32, tz: &str, days: &Days) {
     let around = SESSION_LOOKAROUND_SECS as i64;
     let piece = |at: &str| piece(at, tz);
@@ -508,7 +503,7 @@ fn visit_breakdown_rows(
     // A piece's visit measures are on its counts' row (kind 1); its ids' rows have none.
     let measures = match visits {
         VisitMeasures::Zero => visit_measure_columns(visits),
-        VisitMeasures::Computed => VISIT_MEASURE_COLUMNS
+        VisitMeasures::Computed => visit_measure_names()
             .iter()
             .map(|c| format!("toUInt64(if(kind = {KIND_PIECE}, v_{c}, 0)) AS {c}"))
             .collect::<Vec<_>>()
@@ -1410,6 +1405,23 @@ mod tests {
         let sql = p.main().inline();
         assert!(sql.contains("local_day < toDate('2024-04-01')"), "{sql}");
         assert!(!sql.contains("FROM events"), "no tail: {sql}");
+    }
+
+    #[test]
+    fn the_visit_measures_are_the_row_columns_between_the_events_and_the_day_visitors() {
+        assert_eq!(
+            visit_measure_names(),
+            [
+                "visits_started",
+                "visits_carried",
+                "bounces_started",
+                "bounces_carried",
+                "duration_started",
+                "duration_carried",
+                "views_started",
+                "views_carried"
+            ]
+        );
     }
 
     /// A tail computes its visits' measures only for a query that asks one: the totals,
