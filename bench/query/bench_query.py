@@ -19,7 +19,8 @@ migrate`, which scripts/bench does first). Environment: CLICKHOUSE_URL, CLICKHOU
 CLICKHOUSE_PASSWORD, REDIS_URL (the stack's .stack/env); ADMIN_BIN (the rivulet-admin to
 serve with); BENCH_QUERY_EVENTS (10,000,000); BENCH_QUERY_DB (rivulet_bench_query_10m: the
 events in millions); BENCH_QUERY_SEED (1); BENCH_QUERY_RUNS (10 warm runs of each query
-on each path).
+on each path); BENCH_QUERY_BASELINE_RUNS (as many, of the baseline: its scans take a
+minute each at 100M events, and it is there for the ratio, not for a target).
 
 Timing: wall milliseconds at the client. For the API that includes HTTP, the key check and
 every statement the engine sends (a comparison is a second one). "Cold" runs after SYSTEM
@@ -49,6 +50,7 @@ EVENTS = int(os.environ.get("BENCH_QUERY_EVENTS", "10000000"))
 DB = os.environ.get("BENCH_QUERY_DB", f"rivulet_bench_query_{EVENTS // 1_000_000}m")
 SEED = int(os.environ.get("BENCH_QUERY_SEED", "1"))
 RUNS = int(os.environ.get("BENCH_QUERY_RUNS", "10"))
+BASELINE_RUNS = min(RUNS, int(os.environ.get("BENCH_QUERY_BASELINE_RUNS", str(RUNS))))
 # The benchmark's site, found or made in the database by site() (ids are not per database).
 SITE = None
 DOMAIN = "bench-query.example"
@@ -287,9 +289,15 @@ def target_ms(name):
     return 250 if name == "overview_12m" else 1000
 
 
+# The first paint's target (ms) is set for the 10M-event site; a larger one is measured
+# without one.
+FIRST_PAINT_TARGET_MS = 1500 if EVENTS <= 10_000_000 else None
+
+
 def dashboard_first_paint(ch, token):
     """The dashboard's Overview for Last 12 months in Chromium (first_paint.mjs): first
-    contentful paint, cold (ClickHouse's caches dropped) and warm; the target is 1.5 s."""
+    contentful paint, cold (ClickHouse's caches dropped) and warm; the target is 1.5 s at 10M
+    events."""
     drop_caches(ch)
     env = dict(os.environ, ADMIN_URL=f"http://{ADMIN_ADDR}", ADMIN_TOKEN=token, SITE_ID=str(SITE))
     out = subprocess.run(["node", str(HERE / "first_paint.mjs")], env=env, capture_output=True, text=True)
@@ -297,12 +305,14 @@ def dashboard_first_paint(ch, token):
         # A card that could not be filled (its query failed) fails the page's check.
         error = next((l for l in out.stderr.splitlines() if "card" in l or "Error" in l), out.stderr[-300:])
         log(f"dashboard, Last 12 months: FAILED: {error}")
-        return {"target_ms": 1500, "meets_target": False, "error": error.strip()[:300]}
+        return {"target_ms": FIRST_PAINT_TARGET_MS, "meets_target": False, "error": error.strip()[:300]}
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    r["target_ms"] = 1500
-    r["meets_target"] = max(r["cold"]["first_paint_ms"], r["warm_first_paint_max_ms"]) <= 1500
+    r["target_ms"] = FIRST_PAINT_TARGET_MS
+    slowest = max(r["cold"]["first_paint_ms"], r["warm_first_paint_max_ms"])
+    r["meets_target"] = None if FIRST_PAINT_TARGET_MS is None else slowest <= FIRST_PAINT_TARGET_MS
     log(f"dashboard, Last 12 months: first paint cold {r['cold']['first_paint_ms']:,.0f} ms, "
-        f"warm p50 {r['warm_first_paint_p50_ms']:,.0f} ms: {'met' if r['meets_target'] else 'MISSED'}")
+        f"warm p50 {r['warm_first_paint_p50_ms']:,.0f} ms: "
+        f"{ {True: 'met', False: 'MISSED', None: 'no target at this size'}[r['meets_target']] }")
     return r
 
 
@@ -380,7 +390,7 @@ def measure(ch):
             runs = {p: [] for p in paths if "error" not in r[p]}
             for i in range(RUNS):
                 for path in (("baseline", "api") if i % 2 == 0 else ("api", "baseline")):
-                    if path in runs:
+                    if path in runs and (path == "api" or i < BASELINE_RUNS):
                         runs[path].append(paths[path]()[0])
             for path, xs in runs.items():
                 r[path].update({"runs": len(xs), "p50_ms": round(pct(xs, 50), 1), "p95_ms": round(pct(xs, 95), 1)})
@@ -408,6 +418,7 @@ def measure(ch):
         "rollup_rows": rollup_rows,
         "rollup": computed,
         "warm_runs": RUNS,
+        "baseline_warm_runs": BASELINE_RUNS,
         "page_cache_dropped_for_cold_runs": page_cache,
         "queries": out,
         "queries_meeting_target": sum(r["meets_target"] for r in out),
