@@ -2685,6 +2685,8 @@ pub fn cluster_queries(site_id: u32) -> Vec<Named> {
         "filter: the docs' mixed tree",
         "filter: the docs' visits by source",
         "filter: is visit:country and is visit:browser, by event:page",
+        // An event filter read first (`PREWHERE`) from the Distributed table.
+        "filter: is event:name",
         "time:day over the main range",
         "previous_period: totals",
     ];
