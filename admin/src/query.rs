@@ -8,8 +8,8 @@ use rivulet_common::ch::Db;
 use rivulet_common::registry::Site;
 use rivulet_stats::rollup;
 use rivulet_stats::{
-    decode_count, decode_rows, first_event_statement, FirstEvent, Planner, QueryRows, Request,
-    Response, RollupSource, RollupState, SiteContext, Statement,
+    decode_count, decode_rows, first_event_statement, share_main, FirstEvent, Planner, QueryPlan,
+    QueryRows, Request, Response, RollupSource, RollupState, Row, SiteContext, Statement,
 };
 use std::sync::Arc;
 
@@ -55,6 +55,91 @@ impl Stats {
         now: i64,
         together: &Together,
     ) -> Result<Response, AdminError> {
+        let plan = self.plan(request, site, now, together).await?;
+        self.answer(&plan).await
+    }
+
+    /// [`Self::query_together`] for several requests at once, each answered as it alone
+    /// would be: those [`share_main`] can make one statement of (the dashboard's cards by
+    /// visit attributes) are read with it, the others on their own, all concurrently.
+    pub async fn query_shared(
+        &self,
+        requests: &[Request],
+        site: &Site,
+        now: i64,
+        together: &Together,
+    ) -> Vec<Result<Response, AdminError>> {
+        let plans =
+            futures::future::join_all(requests.iter().map(|r| self.plan(r, site, now, together)))
+                .await;
+        let mut answers: Vec<Option<Result<Response, AdminError>>> =
+            plans.iter().map(|_| None).collect();
+        // The plans, each with its request's place.
+        let mut planned: Vec<(usize, QueryPlan)> = Vec::new();
+        for (i, p) in plans.into_iter().enumerate() {
+            match p {
+                Ok(plan) => planned.push((i, plan)),
+                Err(e) => answers[i] = Some(Err(e)),
+            }
+        }
+        let refs: Vec<&QueryPlan> = planned.iter().map(|(_, p)| p).collect();
+        let shared = share_main(&refs);
+        let members = shared.as_ref().map(|s| s.members()).unwrap_or_default();
+        let shared_rows = async {
+            let s = shared.as_ref()?;
+            let rows = async {
+                let body = self.run(s.statement()).await?;
+                Ok::<_, AdminError>(s.split(decode_rows(s.statement(), &body)?))
+            };
+            Some(rows.await)
+        };
+        let alone = futures::future::join_all(
+            planned
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| !members.contains(k))
+                .map(|(_, (i, plan))| async move { (*i, self.answer(plan).await) }),
+        );
+        let (shared_rows, alone) = tokio::join!(shared_rows, alone);
+        for (i, answer) in alone {
+            answers[i] = Some(answer);
+        }
+        match shared_rows {
+            None => {}
+            Some(Ok(rows)) => {
+                let finished =
+                    futures::future::join_all(members.iter().zip(rows).map(|(k, main)| {
+                        let (i, plan) = &planned[*k];
+                        async move { (*i, self.finish(plan, main, None).await) }
+                    }))
+                    .await;
+                for (i, answer) in finished {
+                    answers[i] = Some(answer);
+                }
+            }
+            Some(Err(e)) => {
+                for k in members {
+                    answers[planned[*k].0] = Some(Err(same_failure(&e)));
+                }
+            }
+        }
+        answers
+            .into_iter()
+            .map(|a| {
+                a.unwrap_or_else(|| Err(AdminError::Usage("a question was not answered".into())))
+            })
+            .collect()
+    }
+
+    /// The plan of `request` for `site`: its first event and the site's rollup state read
+    /// first when it needs them.
+    async fn plan(
+        &self,
+        request: &Request,
+        site: &Site,
+        now: i64,
+        together: &Together,
+    ) -> Result<QueryPlan, AdminError> {
         let first_event = if request.needs_first_event() {
             let body = self.run(&first_event_statement(site.site_id)).await?;
             let first = decode_count(&first_event_statement(site.site_id), &body)?;
@@ -78,7 +163,11 @@ impl Stats {
                 .await?;
             context.rollup = state.clone();
         }
-        let plan = self.planner.plan(request, &context, now)?;
+        Ok(self.planner.plan(request, &context, now)?)
+    }
+
+    /// The answer of a plan: its statements run, their rows its response.
+    async fn answer(&self, plan: &QueryPlan) -> Result<Response, AdminError> {
         // The page and its count at once: neither needs the other.
         let total_rows = async {
             match plan.total_rows() {
@@ -89,13 +178,23 @@ impl Stats {
         let main =
             async { Ok::<_, AdminError>(decode_rows(plan.main(), &self.run(plan.main()).await?)?) };
         let (main, total_rows) = tokio::join!(main, total_rows);
-        let (main, total_rows) = (main?, total_rows?);
+        self.finish(plan, main?, total_rows?).await
+    }
+
+    /// A plan's response from its main rows (and its count): its comparison, if it asks
+    /// for one, read with them.
+    async fn finish(
+        &self,
+        plan: &QueryPlan,
+        main: Vec<Row>,
+        total_rows: Option<u64>,
+    ) -> Result<Response, AdminError> {
         let comparison = match plan.comparison(&main) {
             Some(s) => Some(decode_rows(&s, &self.run(&s).await?)?),
             None => None,
         };
         Ok(rivulet_stats::respond(
-            &plan,
+            plan,
             &QueryRows {
                 main,
                 total_rows,
@@ -138,6 +237,17 @@ impl Stats {
 #[derive(Default)]
 pub struct Together {
     rollup: tokio::sync::OnceCell<RollupState>,
+}
+
+/// The failure of a statement several answers shared, for each of them: the same variant
+/// where it carries no cause, else what it says.
+fn same_failure(e: &AdminError) -> AdminError {
+    match e {
+        AdminError::QueryTimeout => AdminError::QueryTimeout,
+        AdminError::QueryTooLarge => AdminError::QueryTooLarge,
+        AdminError::Unavailable(what) => AdminError::Unavailable(what.clone()),
+        other => AdminError::Unavailable(format!("ClickHouse ({other})")),
+    }
 }
 
 /// ClickHouse stopped the statement at its memory limit (MEMORY_LIMIT_EXCEEDED).

@@ -333,9 +333,10 @@ fn statement_json(case: &StatsCase, st: &Statement) -> Result<Value, String> {
         "settings": st.settings.iter().map(|(k, v)| (k.to_string(), json!(v)))
             .collect::<serde_json::Map<_, _>>(),
         "columns": st.columns,
-        // The main statement orders its rows totally (every dimension is a key); the
-        // others' rows come in no defined order (or are one row).
-        "ordered": st.name == "stats_main",
+        // The main statement orders its rows totally (every dimension is a key), and so
+        // does the cards' shared one; the others' rows come in no defined order (or are
+        // one row).
+        "ordered": st.name == "stats_main" || st.name == "stats_shared",
     }))
 }
 
@@ -507,6 +508,37 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                     out.push(st);
                 }
             }
+            // The dashboard's cards by visit attributes, as the one statement they share.
+            let site = SiteContext {
+                site_id,
+                time_zone: time_zone.into(),
+                first_event: FirstEvent::NotLoaded,
+                rollup: RollupState::Stale(stale.clone()),
+            };
+            let cards: Vec<rivulet_stats::QueryPlan> = ["visit:channel", "visit:country", "visit:browser"]
+                .iter()
+                .map(|d| {
+                    let request = json!({"site_id": site_id, "metrics": ["visitors"], "date_range": range,
+                                         "dimensions": [d], "pagination": {"limit": 10}});
+                    let req = Request::from_value(request).map_err(|e| format!("cards: {e}"))?;
+                    planner
+                        .plan(&req, &site, i64::from(now))
+                        .map_err(|e| format!("cards: {e}"))
+                })
+                .collect::<Result<_, String>>()?;
+            let refs: Vec<&rivulet_stats::QueryPlan> = cards.iter().collect();
+            let shared = rivulet_stats::share_main(&refs)
+                .ok_or_else(|| "the cards by visit attributes share no statement".to_string())?;
+            let case = StatsCase {
+                name: "rollup",
+                site_id,
+                time_zone,
+                request: json!({"site_id": site_id}),
+                comparison_rows: Vec::new(),
+            };
+            let mut st = statement_json(&case, shared.statement())?;
+            st["name"] = json!(format!("rollup {label} shared cards (site {site_id})"));
+            out.push(st);
         }
         let case = StatsCase {
             name: "rollup",

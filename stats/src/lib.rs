@@ -47,7 +47,7 @@ pub mod validate;
 
 pub use date_range::FirstEvent;
 pub use error::StatsError;
-pub use planner::{Planner, QueryPlan, Source, Spec};
+pub use planner::{share_main, Planner, QueryPlan, SharedMain, Source, Spec};
 pub use request::{Request, SiteRef};
 pub use response::{decode_count, decode_rows, respond, QueryRows, Response, Row};
 pub use rollup::{RollupSource, RollupState};

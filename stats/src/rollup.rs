@@ -887,16 +887,16 @@ fn stored_breakdown(spec: &Spec) -> Option<Breakdown> {
     })
 }
 
-/// The rows a spec reads, with `columns` of each (of `local_day`, [`ROW_COLUMNS`] and
-/// `value`, as the tables have them; all of them without `by_value`): those of its range's
-/// days before the tail (the first stale day on) from the table, each day's latest
-/// generation with its marker in the table read, and the tail's computed from `events`.
-/// By a breakdown (`by_value`) they are its rows of the breakdown table; else (the totals
-/// and the series) the day table's, with the persons when the spec asks `users`. `None`
-/// when the range's days cannot be resolved.
+/// The rows a spec reads, with `columns` of each (of `local_day`, [`ROW_COLUMNS`],
+/// `dimension` and `value`, as the tables have them; all of them without `by_value`):
+/// those of its range's days before the tail (the first stale day on) from the table,
+/// each day's latest generation with its marker in the table read, and the tail's
+/// computed from `events`. By breakdowns (`by_value`, one or more) they are their rows of
+/// the breakdown table; else (the totals and the series) the day table's, with the
+/// persons when the spec asks `users`. `None` when the range's days cannot be resolved.
 fn range_rows(
     spec: &Spec,
-    by_value: Option<&Breakdown>,
+    by_value: &[Breakdown],
     columns: &str,
     visits: VisitMeasures,
 ) -> Option<Sql> {
@@ -914,9 +914,10 @@ fn range_rows(
         Some(d) => (date(d), Some(Days::literal(zone, d, range.last_date).ok()?)),
         None => (date(next_day(range.last_date).ok()?), None),
     };
-    let table = match by_value {
-        Some(_) => BREAKDOWN_TABLE,
-        None => TABLE,
+    let table = if by_value.is_empty() {
+        TABLE
+    } else {
+        BREAKDOWN_TABLE
     };
     let of_site = |s: &mut Sql| {
         s.bind_uint(u64::from(spec.site_id))
@@ -925,11 +926,24 @@ fn range_rows(
     };
     let mut stored = sql(&format!("SELECT {columns} FROM {table} WHERE site_id = "));
     of_site(&mut stored);
-    if let Some(b) = by_value {
-        stored.push(" AND dimension = ").bind_str(&b.name());
+    match by_value {
+        [] => {}
+        [b] => {
+            stored.push(" AND dimension = ").bind_str(&b.name());
+        }
+        several => {
+            stored.push(" AND dimension IN (");
+            for (i, b) in several.iter().enumerate() {
+                if i > 0 {
+                    stored.push(", ");
+                }
+                stored.bind_str(&b.name());
+            }
+            stored.push(")");
+        }
     }
     stored
-        .push(&if by_value.is_none() && !persons {
+        .push(&if by_value.is_empty() && !persons {
             format!(" AND kind IN ({KIND_PIECE}, {KIND_ID})")
         } else {
             format!(" AND kind != {KIND_MARKER}")
@@ -946,7 +960,7 @@ fn range_rows(
             latest = day_generation("max(generation)"),
         ));
     of_site(&mut stored);
-    if by_value.is_some() {
+    if !by_value.is_empty() {
         // The markers are the breakdown table's rows without a dimension.
         stored
             .push(" AND dimension = '' AND value = ")
@@ -959,35 +973,23 @@ fn range_rows(
         .append(&last)
         .push(" GROUP BY local_day)");
     if let Some(days) = &tail_days {
-        stored.push(" UNION ALL ");
-        match by_value {
-            Some(b) => {
-                stored
-                    .push(&format!("SELECT {columns} FROM ("))
-                    .append(&breakdown_rows(
-                        spec.site_id,
-                        zone,
-                        days,
-                        std::slice::from_ref(b),
-                        visits,
-                    ))
-                    .push(")");
-            }
-            None => {
-                stored
-                    .push(&format!("SELECT {columns} FROM ("))
-                    .append(&rows(spec.site_id, zone, days, persons, visits))
-                    .push(")");
-            }
+        stored
+            .push(" UNION ALL ")
+            .push(&format!("SELECT {columns} FROM ("));
+        if by_value.is_empty() {
+            stored.append(&rows(spec.site_id, zone, days, persons, visits));
+        } else {
+            stored.append(&breakdown_rows(spec.site_id, zone, days, by_value, visits));
         }
+        stored.push(")");
     }
     Some(stored)
 }
 
 /// Whether a spec's rows include the persons: `users` of the day table (the breakdowns
 /// hold none).
-fn reads_persons(spec: &Spec, by_value: Option<&Breakdown>) -> bool {
-    by_value.is_none() && spec.metrics.contains(&Metric::Users)
+fn reads_persons(spec: &Spec, by_value: &[Breakdown]) -> bool {
+    by_value.is_empty() && spec.metrics.contains(&Metric::Users)
 }
 
 /// A local day and a generation of it as one number (`local_day` and `generation`, a
@@ -1017,7 +1019,12 @@ fn restricted(s: &mut Sql, spec: &Spec) {
 /// rows (a value with a recurring id in a piece has the piece's counts too).
 fn count_values(spec: &Spec) -> Option<Sql> {
     let b = stored_breakdown(spec)?;
-    let rows = range_rows(spec, Some(&b), "kind, value", VisitMeasures::Zero)?;
+    let rows = range_rows(
+        spec,
+        std::slice::from_ref(&b),
+        "kind, value",
+        VisitMeasures::Zero,
+    )?;
     let mut s = sql("SELECT count() AS total_rows FROM (SELECT value FROM (SELECT value FROM (");
     s.append(&rows)
         .push(&format!(") WHERE kind = {KIND_PIECE})"));
@@ -1039,12 +1046,19 @@ fn count_values(spec: &Spec) -> Option<Sql> {
 /// - **Visits.** Those started in the bucket's pieces, plus those carried into its first
 ///   piece (the least local day, then UTC day).
 fn select(spec: &Spec) -> Sql {
+    select_by(spec, stored_breakdown(spec).as_slice()).unwrap_or_else(|| EventsSource.select(spec))
+}
+
+/// [`select`] over the rows of `by_value`: none (the day table), the spec's own breakdown,
+/// or several of the spec's kind ([`shared_select`]). `None` when the range's days cannot
+/// be resolved.
+fn select_by(spec: &Spec, by_value: &[Breakdown]) -> Option<Sql> {
     let range = spec.range;
     let (first, last) = (date(range.first_date), date(range.last_date));
-    let by_value = stored_breakdown(spec);
+    let shared = by_value.len() > 1;
     let wants = |ms: &[Metric]| spec.metrics.iter().any(|m| ms.contains(m));
     let visitors = wants(&[Metric::Visitors, Metric::Percentage]);
-    let users = reads_persons(spec, by_value.as_ref());
+    let users = reads_persons(spec, by_value);
     // Only the columns the metrics need: a year's breakdown has hundreds of thousands of
     // rows.
     let mut picked: Vec<&str> = vec!["local_day", "kind", "utc_day"];
@@ -1095,13 +1109,14 @@ fn select(spec: &Spec) -> Sql {
     if users && !picked.contains(&"id_hash") {
         picked.push("id_hash");
     }
-    if by_value.is_some() {
+    if shared {
+        picked.push("dimension");
+    }
+    if !by_value.is_empty() {
         picked.push("value");
     }
     let columns = picked.join(", ");
-    let Some(union) = range_rows(spec, by_value.as_ref(), &columns, visits) else {
-        return EventsSource.select(spec);
-    };
+    let union = range_rows(spec, by_value, &columns, visits)?;
 
     // The bucket, and whether a piece's other local day is in the same one.
     let (bucket, same_bucket) = match spec.dimensions {
@@ -1117,6 +1132,10 @@ fn select(spec: &Spec) -> Sql {
                 " AND toStartOfMonth(other) = toStartOfMonth(local_day)",
             ),
         },
+        // Shared: each breakdown's values apart (`d0` its name, `d1` the value).
+        [Dimension::Visit(_) | Dimension::Event(_)] if shared => {
+            (Some(sql("dimension AS d0, value")), "")
+        }
         [Dimension::Visit(_) | Dimension::Event(_)] => (Some(sql("value")), ""),
         _ => (None, ""),
     };
@@ -1169,7 +1188,7 @@ fn select(spec: &Spec) -> Sql {
     let mut metrics: Vec<Sql> = Vec::new();
     if let Some(b) = &bucket {
         let mut s = b.clone();
-        s.push(" AS d0");
+        s.push(if shared { " AS d1" } else { " AS d0" });
         metrics.push(s);
     }
     for m in spec.metrics {
@@ -1179,7 +1198,7 @@ fn select(spec: &Spec) -> Sql {
                 // Of all the range's visitors, as `EventsSource` divides: the same
                 // query without its dimensions, a scalar computed once. With a type's
                 // filter, the visitors of that type: its row by `event:type`.
-                let of_type = by_value.as_ref().and_then(|b| b.of_type);
+                let of_type = by_value.first().and_then(|b| b.of_type);
                 let typed = of_type.map(|t| {
                     (
                         [Dimension::Event(EventProperty::Type)],
@@ -1242,10 +1261,31 @@ fn select(spec: &Spec) -> Sql {
         .push(" FROM (")
         .append(&rows)
         .push(")");
-    if bucket.is_some() {
+    if shared {
+        out.push(" GROUP BY d0, d1");
+    } else if bucket.is_some() {
         out.push(" GROUP BY d0");
     }
-    out
+    Some(out)
+}
+
+/// One relation for several breakdowns of a spec's kind that differ only in their
+/// attribute (the dashboard's cards): `d0` names each row's breakdown ([`Breakdown::name`]),
+/// `d1` is its value, then the metrics. They read their rows of the breakdown table at
+/// once, and a live day's tail reads its events and joins them to their visits once for
+/// all of them instead of once each. `None` unless the spec is covered and every
+/// breakdown is of a visit attribute, without a filter, a restriction or `percentage`
+/// (a card asks for none of them).
+pub(crate) fn shared_select(spec: &Spec, by_value: &[Breakdown]) -> Option<Sql> {
+    let plain = |b: &Breakdown| matches!(b.dimension, Dimension::Visit(_)) && b.of_type.is_none();
+    (by_value.len() > 1
+        && by_value.iter().all(plain)
+        && RollupSource.covers(spec)
+        && spec.filters.is_empty()
+        && spec.restriction.is_none()
+        && !spec.metrics.contains(&Metric::Percentage))
+    .then(|| select_by(spec, by_value))
+    .flatten()
 }
 
 #[cfg(test)]
@@ -1604,6 +1644,70 @@ mod tests {
             "the tail's one attribute: {sql}"
         );
         assert!(!sql.contains("visit:source"), "{sql}");
+    }
+
+    #[test]
+    fn the_cards_by_visit_attributes_share_one_statement_and_the_others_their_own() {
+        let card = |d: &str, more: Value| {
+            let mut fields = json!({"dimensions": [d], "pagination": {"limit": 10}});
+            for (k, v) in more.as_object().unwrap() {
+                fields[k] = v.clone();
+            }
+            plan_with_rollup(fields, "Europe/Berlin")
+        };
+        let plans = [
+            card("visit:source", json!({})),
+            card(
+                "event:page",
+                json!({"filters": [["is", "event:type", ["pageview"]]]}),
+            ),
+            card("visit:country", json!({})),
+            card("visit:country", json!({})),
+            card("visit:browser", json!({})),
+            card(
+                "visit:os",
+                json!({"filters": [["is", "visit:country", ["DE"]]]}),
+            ),
+            card("visit:device", json!({"metrics": ["visitors", "visits"]})),
+            card(
+                "visit:screen",
+                json!({"pagination": {"limit": 10, "offset": 10}}),
+            ),
+        ];
+        let refs: Vec<&crate::QueryPlan> = plans.iter().collect();
+        let shared = crate::share_main(&refs).expect("the visit cards share");
+        // The event card, the second ask of an attribute, a filter, other metrics and a
+        // later page are answered on their own.
+        assert_eq!(shared.members(), [0, 2, 4]);
+        let sql = shared.statement().inline();
+        assert!(
+            sql.contains(
+                "dimension IN ('visit:source', 'visit:country', 'visit:browser') AND kind != 0"
+            ),
+            "{sql}"
+        );
+        assert!(
+            sql.ends_with(") ORDER BY d0 ASC, visitors DESC, d1 ASC LIMIT 10 BY d0"),
+            "{sql}"
+        );
+        assert_eq!(shared.statement().columns, ["d0", "d1", "visitors"]);
+        let row = |d: &str, v: &str| crate::Row {
+            dimensions: vec![d.into(), v.into()],
+            metrics: vec![Some(1.0)],
+        };
+        let split = shared.split(vec![
+            row("visit:browser", "Chrome"),
+            row("visit:country", "DE"),
+            row("visit:source", "Google"),
+            row("visit:source", "Bing"),
+        ]);
+        let values: Vec<Vec<&str>> = split
+            .iter()
+            .map(|rows| rows.iter().map(|r| r.dimensions[0].as_str()).collect())
+            .collect();
+        assert_eq!(values, [vec!["Google", "Bing"], vec!["DE"], vec!["Chrome"]]);
+        // One plan alone shares nothing.
+        assert!(crate::share_main(&refs[..1]).is_none());
     }
 
     #[test]

@@ -2785,6 +2785,94 @@ pub fn differences(path: &str, want: &Value, got: &Value, out: &mut Vec<String>)
 }
 
 /// The evaluator itself, on events few enough to count by hand.
+/// The dashboard's cards by visit attributes (visitors over the main range; their first
+/// three rows, fewer than each has, so that each is cut at its own), asked of the engine
+/// as the Overview asks them (it takes ten): the one statement
+/// [`rivulet_stats::share_main`] makes of them, its rows split per card. What differs from
+/// the figures computed from the events, card by card. Panics unless the cards do share
+/// one statement (the rollup answers them: the site's days are computed, some may be
+/// stale).
+pub async fn shared_card_mismatches(db: &Db, ds: &Dataset, site_id: u32) -> Vec<String> {
+    use rivulet_stats::{
+        decode_rows, respond, rollup, share_main, FirstEvent, Planner, QueryPlan, QueryRows,
+        Request, RollupSource, RollupState, SiteContext,
+    };
+    let mut site = SiteContext {
+        site_id,
+        time_zone: TIME_ZONE.into(),
+        first_event: FirstEvent::NotLoaded,
+        rollup: RollupState::NotLoaded,
+    };
+    let state = rollup::state_statement(&site).expect("the rollup state's statement");
+    site.rollup =
+        RollupState::from_rows(&state, &fetch(db, &state).await).expect("the rollup state");
+    let planner = Planner::default().with_source(std::sync::Arc::new(RollupSource));
+    let now = Timestamp::now().as_second();
+    let requests: Vec<Value> = [
+        "visit:source",
+        "visit:country",
+        "visit:browser",
+        "visit:entry_page",
+    ]
+    .iter()
+    .map(|d| {
+        query(
+            site_id,
+            json!({"metrics": ["visitors"], "dimensions": [d], "pagination": {"limit": 3}}),
+        )
+    })
+    .collect();
+    let plans: Vec<QueryPlan> = requests
+        .iter()
+        .map(|r| {
+            let req = Request::from_value(r.clone()).expect("a card's request");
+            planner.plan(&req, &site, now).expect("a card's plan")
+        })
+        .collect();
+    let refs: Vec<&QueryPlan> = plans.iter().collect();
+    let shared = share_main(&refs).expect("the cards share one statement");
+    assert_eq!(shared.members(), [0, 1, 2, 3], "every card is in it");
+    let body = fetch(db, shared.statement()).await;
+    let split = shared.split(decode_rows(shared.statement(), &body).expect("its rows"));
+    let mut out = Vec::new();
+    for ((plan, main), request) in plans.iter().zip(split).zip(&requests) {
+        let rows = QueryRows {
+            main,
+            total_rows: None,
+            comparison: None,
+        };
+        let got = serde_json::to_value(respond(plan, &rows).expect("a card's answer"))
+            .expect("an answer is JSON");
+        let mut diffs = Vec::new();
+        differences("", &ds.expected(request), &got, &mut diffs);
+        if !diffs.is_empty() {
+            out.push(format!(
+                "{}: {} difference(s) (want / got):\n    {}",
+                request["dimensions"],
+                diffs.len(),
+                diffs.join("\n    ")
+            ));
+        }
+    }
+    out
+}
+
+/// A statement of the engine's rows, sent as rivulet-admin sends it.
+async fn fetch(db: &Db, statement: &rivulet_stats::Statement) -> bytes::Bytes {
+    let mut q = db.client.query(&statement.sql);
+    for b in &statement.binds {
+        q = q.bind(b);
+    }
+    for (name, value) in &statement.settings {
+        q = q.with_setting(*name, value.clone());
+    }
+    q.fetch_bytes("JSONEachRow")
+        .expect("send the statement")
+        .collect()
+        .await
+        .expect("the statement's rows")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -762,6 +762,10 @@ async fn the_daily_rollup_answers_as_the_events_do_before_and_after_it_is_comput
         .await
         .expect("stamp an hour");
     check(&ds, &key, &queries).await;
+    // The Overview's cards by visit attributes as one statement: the days before the DST
+    // day from the rollup, the rest from `events`, each card as it alone answers.
+    let cards = stats::shared_card_mismatches(&db, &ds, site).await;
+    assert!(cards.is_empty(), "{}", cards.join("\n\n"));
     // (The forged day's stamp is in the future: it waits; the DST day's days do not.)
     let again = stats::compute_rollup(site).await;
     let days = again["days_computed"].as_u64().unwrap();
@@ -770,6 +774,8 @@ async fn the_daily_rollup_answers_as_the_events_do_before_and_after_it_is_comput
         "the days that read the hour are computed again: {again}"
     );
     check(&ds, &key, &queries).await;
+    let cards = stats::shared_card_mismatches(&db, &ds, site).await;
+    assert!(cards.is_empty(), "{}", cards.join("\n\n"));
 }
 
 #[tokio::test]

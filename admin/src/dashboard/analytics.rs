@@ -201,6 +201,39 @@ async fn ask_together(st: &AppState, site: &Site, request: Value, together: &Tog
     st.stats.query_together(&request, site, now, together).await
 }
 
+/// [`ask_together`] for several questions, which the engine may answer with one statement
+/// (the cards by visit attributes: `Stats::query_shared`); an answer for each, in order.
+async fn ask_shared(
+    st: &AppState,
+    site: &Site,
+    requests: Vec<Value>,
+    together: &Together,
+) -> Vec<Answer> {
+    let parsed: Vec<Result<Request, AdminError>> = requests
+        .into_iter()
+        .map(|r| Request::from_value(r).map_err(AdminError::from))
+        .collect();
+    let valid: Vec<Request> = parsed
+        .iter()
+        .filter_map(|r| r.as_ref().ok().cloned())
+        .collect();
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let mut answers = st
+        .stats
+        .query_shared(&valid, site, now, together)
+        .await
+        .into_iter();
+    parsed
+        .into_iter()
+        .map(|r| match r {
+            Ok(_) => answers
+                .next()
+                .unwrap_or_else(|| Err(AdminError::Usage("the question was not answered".into()))),
+            Err(e) => Err(e),
+        })
+        .collect()
+}
+
 /// Which of a breakdown's rows a request asks for.
 #[derive(Debug, Clone, Copy)]
 pub enum Rows {
@@ -325,18 +358,19 @@ pub async fn page(
         })
         .collect();
     // Every question at once: the engine's statements run concurrently on ClickHouse,
-    // after the site's rollup state, read once for all of them.
+    // after the site's rollup state, read once for all of them; the cards' as few
+    // statements as the engine can make of them.
     let together = Together::default();
     let (top, series, live, breakdowns) = tokio::join!(
         ask_together(&st, &site, top, &together),
         ask_together(&st, &site, series, &together),
         ask_together(&st, &site, live_request(&site), &together),
-        futures::future::join_all(cards.iter().map(|(_, _, r)| ask_together(
+        ask_shared(
             &st,
             &site,
-            r.clone(),
+            cards.iter().map(|(_, _, r)| r.clone()).collect(),
             &together
-        )))
+        )
     );
     let empty = match &top {
         Ok(r) => r
