@@ -110,7 +110,7 @@ impl Stats {
                 let finished =
                     futures::future::join_all(members.iter().zip(rows).map(|(k, main)| {
                         let (i, plan) = &planned[*k];
-                        async move { (*i, self.finish(plan, main, None).await) }
+                        async move { (*i, self.finish(plan, main, None, None).await) }
                     }))
                     .await;
                 for (i, answer) in finished {
@@ -177,21 +177,30 @@ impl Stats {
         };
         let main =
             async { Ok::<_, AdminError>(decode_rows(plan.main(), &self.run(plan.main()).await?)?) };
-        let (main, total_rows) = tokio::join!(main, total_rows);
-        self.finish(plan, main?, total_rows?).await
+        // A comparison of totals or of a series needs nothing of the main rows.
+        let comparison = async {
+            match plan.comparison_beside_main() {
+                Some(s) => Ok::<_, AdminError>(Some(decode_rows(&s, &self.run(&s).await?)?)),
+                None => Ok(None),
+            }
+        };
+        let (main, total_rows, comparison) = tokio::join!(main, total_rows, comparison);
+        self.finish(plan, main?, total_rows?, comparison?).await
     }
 
     /// A plan's response from its main rows (and its count): its comparison, if it asks
-    /// for one, read with them.
+    /// for one, read with them unless it was read beside them (`compared`).
     async fn finish(
         &self,
         plan: &QueryPlan,
         main: Vec<Row>,
         total_rows: Option<u64>,
+        compared: Option<Vec<Row>>,
     ) -> Result<Response, AdminError> {
-        let comparison = match plan.comparison(&main) {
-            Some(s) => Some(decode_rows(&s, &self.run(&s).await?)?),
-            None => None,
+        let comparison = match (compared, plan.comparison(&main)) {
+            (Some(rows), _) => Some(rows),
+            (None, Some(s)) => Some(decode_rows(&s, &self.run(&s).await?)?),
+            (None, None) => None,
         };
         Ok(rivulet_stats::respond(
             plan,

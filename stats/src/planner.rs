@@ -337,7 +337,6 @@ impl QueryPlan {
     /// their position). `None` when no comparison was asked for, or when there is nothing
     /// to compare (dimensions and no main row).
     pub fn comparison(&self, main_rows: &[Row]) -> Option<Statement> {
-        let comparison = self.comparison.as_ref()?;
         let keyed: Vec<usize> = (0..self.dimensions.len())
             .filter(|i| !self.dimensions[*i].is_time())
             .collect();
@@ -357,6 +356,24 @@ impl QueryPlan {
                 values,
             }
         });
+        self.comparison_restricted(restriction.as_ref())
+    }
+
+    /// [`Self::comparison`] when it does not depend on the main rows, so that it can run
+    /// beside them: the totals and time series (nothing to restrict to the main rows'
+    /// values). Given rows [`crate::respond`] uses them as [`Self::comparison`] says: not
+    /// at all for a series without a main row. The 12-month overview with its previous
+    /// period waited for its main rows before (`scripts/bench query`, `overview_12m`).
+    pub fn comparison_beside_main(&self) -> Option<Statement> {
+        if !self.dimensions.iter().all(Dimension::is_time) {
+            return None;
+        }
+        self.comparison_restricted(None)
+    }
+
+    /// The comparison's statement, restricted to `restriction`'s values.
+    fn comparison_restricted(&self, restriction: Option<&Restriction>) -> Option<Statement> {
+        let comparison = self.comparison.as_ref()?;
         let spec = Spec {
             site_id: self.site_id,
             zone: &self.zone,
@@ -364,7 +381,7 @@ impl QueryPlan {
             metrics: &self.query.metrics,
             dimensions: &self.dimensions,
             filters: &self.query.filters,
-            restriction: restriction.as_ref(),
+            restriction,
             rollup_stale: self.rollup.stale(),
         };
         let relation = self.source.select(&spec);
@@ -647,6 +664,28 @@ mod tests {
         );
         let st = p.comparison(&[]).unwrap();
         assert_eq!(st.columns, ["visits"]);
+        // Neither needs the main rows: each runs beside them, the same statement.
+        assert_eq!(
+            p.comparison_beside_main().map(|s| s.inline()),
+            Some(st.inline())
+        );
+        let p = planned(
+            json!({"dimensions": ["time"], "include": {"comparisons": {"mode": "year_over_year"}}}),
+            "UTC",
+        );
+        let after = p.comparison(&[row(&["2024-03-01"], &[1.0])]).unwrap();
+        assert_eq!(
+            p.comparison_beside_main().map(|s| s.inline()),
+            Some(after.inline())
+        );
+        // A breakdown's is restricted to its main rows' values: it waits for them.
+        let p = planned(
+            json!({"dimensions": ["visit:country"], "include": {"comparisons": {"mode": "previous_period"}}}),
+            "UTC",
+        );
+        assert!(p.comparison_beside_main().is_none());
+        // Without a comparison, none.
+        assert!(planned(json!({}), "UTC").comparison_beside_main().is_none());
     }
 
     #[test]
