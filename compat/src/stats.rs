@@ -417,6 +417,14 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
             "visit_duration",
             "events"
         ]);
+        // The statements of the site rather than of one request.
+        let site_case = StatsCase {
+            name: "rollup",
+            site_id,
+            time_zone,
+            request: json!({"site_id": site_id}),
+            comparison_rows: Vec::new(),
+        };
         // Every day stale; or only the last (the others read from `stats_days`, which
         // this dataset leaves empty: the statement's shape is what is checked there).
         for (label, stale) in [
@@ -529,24 +537,11 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
             let refs: Vec<&rivulet_stats::QueryPlan> = cards.iter().collect();
             let shared = rivulet_stats::share_main(&refs)
                 .ok_or_else(|| "the cards by visit attributes share no statement".to_string())?;
-            let case = StatsCase {
-                name: "rollup",
-                site_id,
-                time_zone,
-                request: json!({"site_id": site_id}),
-                comparison_rows: Vec::new(),
-            };
-            let mut st = statement_json(&case, shared.statement())?;
+            let mut st = statement_json(&site_case, shared.statement())?;
             st["name"] = json!(format!("rollup {label} shared cards (site {site_id})"));
             out.push(st);
         }
-        let case = StatsCase {
-            name: "rollup",
-            site_id,
-            time_zone,
-            request: json!({"site_id": site_id}),
-            comparison_rows: Vec::new(),
-        };
+        let case = site_case;
         let site = SiteContext {
             site_id,
             time_zone: time_zone.into(),

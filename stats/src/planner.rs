@@ -371,19 +371,24 @@ impl QueryPlan {
         self.comparison_restricted(None)
     }
 
-    /// The comparison's statement, restricted to `restriction`'s values.
-    fn comparison_restricted(&self, restriction: Option<&Restriction>) -> Option<Statement> {
-        let comparison = self.comparison.as_ref()?;
-        let spec = Spec {
+    /// What the plan asks of a source over `range`, restricted to `restriction`.
+    fn spec<'a>(&'a self, range: &'a TimeRange, restriction: Option<&'a Restriction>) -> Spec<'a> {
+        Spec {
             site_id: self.site_id,
             zone: &self.zone,
-            range: &comparison.range,
+            range,
             metrics: &self.query.metrics,
             dimensions: &self.dimensions,
             filters: &self.query.filters,
             restriction,
             rollup_stale: self.rollup.stale(),
-        };
+        }
+    }
+
+    /// The comparison's statement, restricted to `restriction`'s values.
+    fn comparison_restricted(&self, restriction: Option<&Restriction>) -> Option<Statement> {
+        let comparison = self.comparison.as_ref()?;
+        let spec = self.spec(&comparison.range, restriction);
         let relation = self.source.select(&spec);
         let mut settings = self.settings.clone();
         let size = relation.text().len()
@@ -515,17 +520,7 @@ pub fn share_main(plans: &[&QueryPlan]) -> Option<SharedMain> {
             of_type: None,
         })
         .collect();
-    let spec = Spec {
-        site_id: first.site_id,
-        zone: &first.zone,
-        range: &first.range,
-        metrics: &first.query.metrics,
-        dimensions: &first.dimensions,
-        filters: &first.query.filters,
-        restriction: None,
-        rollup_stale: first.rollup.stale(),
-    };
-    let relation = crate::rollup::shared_select(&spec, &breakdowns)?;
+    let relation = crate::rollup::shared_select(&first.spec(&first.range, None), &breakdowns)?;
     let mut main = Sql::new();
     main.push("SELECT * FROM (")
         .append(&relation)
