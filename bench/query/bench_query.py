@@ -408,7 +408,7 @@ def measure(ch):
         server.terminate()
         server.wait()
     size, rows = disk(ch)
-    rollup_size, rollup_rows = disk(ch, ("stats_days", "stats_breakdown_days", "stats_touched"))
+    rollup_size, rollup_rows = disk(ch, ("stats_total_days", "stats_breakdown_days", "stats_touched"))
     return {
         "events": rows,
         "database": DB,

@@ -393,7 +393,7 @@ pub fn statements(now: u32) -> Result<Vec<Value>, String> {
 /// The daily rollup's statements (`stats/src/rollup.rs`), for both sites: the stale days
 /// a query reads first; the totals and series planned with every day stale (all read
 /// from `events` through the rollup's own SQL) and with none (all read from
-/// `stats_days`); and what the job computes for the days.
+/// `stats_total_days`); and what the job computes for the days.
 fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
     use rivulet_stats::rollup::{self, Days, RollupSource, RollupState};
     let mut out = Vec::new();
@@ -425,7 +425,7 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
             request: json!({"site_id": site_id}),
             comparison_rows: Vec::new(),
         };
-        // Every day stale; or only the last (the others read from `stats_days`, which
+        // Every day stale; or only the last (the others read from `stats_total_days`, which
         // this dataset leaves empty: the statement's shape is what is checked there).
         for (label, stale) in [
             ("stale", dates.clone()),

@@ -43,7 +43,7 @@ const BREAKDOWN_COLUMNS: [&str; 6] = [
     "value",
 ];
 
-/// One row of `stats_days`.
+/// One row of `stats_total_days`.
 #[derive(Debug, Clone, Default, PartialEq, Row, Serialize, Deserialize)]
 pub struct RollupRow {
     pub site_id: u32,
@@ -171,7 +171,7 @@ pub async fn touch(db: &Db, hours: &[(u32, u32)]) -> Result<(), clickhouse::erro
 }
 
 /// The rollup rows of the local days that can hold the events of these hours (a UTC
-/// day either side of theirs, whatever the zone), as a condition on `stats_days` and its
+/// day either side of theirs, whatever the zone), as a condition on `stats_total_days` and its
 /// binds: what erasure deletes.
 pub fn days_of_hours(hours: &[(u32, u32)]) -> (String, Vec<u64>) {
     let mut by_site: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();

@@ -1,5 +1,5 @@
 //! The daily rollup: the top figures and the time series of whole local days, read from
-//! `stats_days` for the days the rollup job has computed and from `events` for the rest,
+//! `stats_total_days` for the days the rollup job has computed and from `events` for the rest,
 //! with the same answers as [`EventsSource`] (docs/decisions/015-stats-rollup.md has the
 //! design and the measurements; docs/stats-api.md, "The daily rollup", what a user sees).
 //!
@@ -29,7 +29,7 @@
 //! hours either side for its visits, and the whole UTC days it overlaps) was stamped at or
 //! after the generation began. Before a query, the server reads the site's stale days
 //! ([`state_statement`] into [`RollupState`]); the query reads the range's days before
-//! the first stale one from `stats_days`, and the rest (the *tail*) from `events`,
+//! the first stale one from `stats_total_days`, and the rest (the *tail*) from `events`,
 //! computed by the same [`rows`] the job uses, in one statement. In steady state the tail
 //! is today, and yesterday until 6 hours after midnight.
 
@@ -57,7 +57,7 @@ use jiff::civil::Date;
 const EVENTS_FINAL: &str = "events FINAL";
 
 /// The rollup's table.
-pub const TABLE: &str = "stats_days";
+pub const TABLE: &str = "stats_total_days";
 /// The rollup's breakdowns by visit attributes: [`TABLE`]'s columns and the attribute's
 /// name (`dimension`, as the API spells it) and `value`; its markers have neither.
 pub const BREAKDOWN_TABLE: &str = "stats_breakdown_days";
@@ -323,10 +323,18 @@ fn piece_visits(s: &mut Sql, site_id: u32, tz: &str, days: &Days) {
 }
 
 /// The rows of a generation of `days` (without their marker), computed from `events`:
-/// columns `local_day` and [`ROW_COLUMNS`]. The job inserts them all; a query reads its
-/// tail through them, with the persons only when it asks `users`, and the visit measures
-/// only when it asks one of them.
+/// columns `local_day` and [`ROW_COLUMNS`]. The job inserts them all: [`piece_rows`] and
+/// [`id_rows`] with the persons.
 pub fn rows(site_id: u32, zone: &Zone, days: &Days, persons: bool, visits: VisitMeasures) -> Sql {
+    let mut s = piece_rows(site_id, zone, days, visits);
+    s.push(" UNION ALL ")
+        .append(&id_rows(site_id, zone, days, persons));
+    s
+}
+
+/// The pieces' rows of [`rows`] (kind 1). A query reads its tail's pieces through them,
+/// with the visit measures only when it asks one of them.
+pub fn piece_rows(site_id: u32, zone: &Zone, days: &Days, visits: VisitMeasures) -> Sql {
     let tz = quote(zone.name());
     let between = |from: &Sql, to: &Sql| between(site_id, from, to);
     let in_days = between(&days.start, &days.end);
@@ -362,27 +370,35 @@ pub fn rows(site_id: u32, zone: &Zone, days: &Days, persons: bool, visits: Visit
         s.push(" ANY LEFT JOIN (");
         piece_visits(&mut s, site_id, &tz, days);
     }
+    s
+}
 
-    // The recurring ids, and the persons.
-    let ids = |s: &mut Sql, kind: u8, id: &str, condition: &str| {
-        s.push(" UNION ALL ")
-            .append(&piece_ids(&tz, kind, id))
+/// The ids' rows of [`rows`]: the recurring ids (kind 2), and with `persons` the persons
+/// (kinds 3 and 4). A query reads its tail's ids through them, with the persons only when
+/// it asks `users`.
+pub fn id_rows(site_id: u32, zone: &Zone, days: &Days, persons: bool) -> Sql {
+    let tz = quote(zone.name());
+    let in_days = between(site_id, &days.start, &days.end);
+    let mut s = Sql::new();
+    let mut ids = |kind: u8, id: &str, condition: &str| {
+        if kind != KIND_ID {
+            s.push(" UNION ALL ");
+        }
+        s.append(&piece_ids(&tz, kind, id))
             .append(&in_days)
             .push(&format!(
                 " AND {condition} GROUP BY local_day, utc_day, id_hash"
             ));
     };
-    ids(&mut s, KIND_ID, "user_id", "daily_visitor = 0");
+    ids(KIND_ID, "user_id", "daily_visitor = 0");
     if persons {
         let visitor = identity::VISITOR_FORM;
         ids(
-            &mut s,
             KIND_PERSON,
             "user_id",
             &format!("user_id != '' AND NOT {visitor}"),
         );
         ids(
-            &mut s,
             KIND_ANONYMOUS,
             "anonymous_id",
             &format!("anonymous_id != '' AND {visitor}"),
@@ -887,20 +903,25 @@ fn stored_breakdown(spec: &Spec) -> Option<Breakdown> {
     })
 }
 
+/// Which of its range's rows a statement reads.
+#[derive(Debug, Clone, Copy)]
+enum RowsOf<'a> {
+    /// The day table's pieces (kind 1).
+    Pieces,
+    /// The day table's recurring ids (kind 2), and with `persons` its persons (kinds 3
+    /// and 4: `users`).
+    Ids { persons: bool },
+    /// The breakdown table's rows of these breakdowns (one or more), every kind but the
+    /// markers.
+    Values(&'a [Breakdown]),
+}
+
 /// The rows a spec reads, with `columns` of each (of `local_day`, [`ROW_COLUMNS`],
-/// `dimension` and `value`, as the tables have them; all of them without `by_value`):
-/// those of its range's days before the tail (the first stale day on) from the table,
-/// each day's latest generation with its marker in the table read, and the tail's
-/// computed from `events`. By breakdowns (`by_value`, one or more) they are their rows of
-/// the breakdown table; else (the totals and the series) the day table's, with the
-/// persons when the spec asks `users`. `None` when the range's days cannot be resolved.
-fn range_rows(
-    spec: &Spec,
-    by_value: &[Breakdown],
-    columns: &str,
-    visits: VisitMeasures,
-) -> Option<Sql> {
-    let persons = reads_persons(spec, by_value);
+/// `dimension` and `value`, as the tables have them): those of its range's days before
+/// the tail (the first stale day on) from the table, each day's latest generation with
+/// its marker in the table read, and the tail's computed from `events`. `None` when the
+/// range's days cannot be resolved.
+fn range_rows(spec: &Spec, of: RowsOf, columns: &str, visits: VisitMeasures) -> Option<Sql> {
     let zone = spec.zone;
     let range = spec.range;
     let (first, last) = (date(range.first_date), date(range.last_date));
@@ -914,10 +935,9 @@ fn range_rows(
         Some(d) => (date(d), Some(Days::literal(zone, d, range.last_date).ok()?)),
         None => (date(next_day(range.last_date).ok()?), None),
     };
-    let table = if by_value.is_empty() {
-        TABLE
-    } else {
-        BREAKDOWN_TABLE
+    let table = match of {
+        RowsOf::Pieces | RowsOf::Ids { .. } => TABLE,
+        RowsOf::Values(_) => BREAKDOWN_TABLE,
     };
     let of_site = |s: &mut Sql| {
         s.bind_uint(u64::from(spec.site_id))
@@ -926,12 +946,26 @@ fn range_rows(
     };
     let mut stored = sql(&format!("SELECT {columns} FROM {table} WHERE site_id = "));
     of_site(&mut stored);
-    match by_value {
-        [] => {}
-        [b] => {
-            stored.push(" AND dimension = ").bind_str(&b.name());
+    match of {
+        // The day table's kind comes before its day in its key: each kind is read apart.
+        RowsOf::Pieces => {
+            stored.push(&format!(" AND kind = {KIND_PIECE}"));
         }
-        several => {
+        RowsOf::Ids { persons: false } => {
+            stored.push(&format!(" AND kind = {KIND_ID}"));
+        }
+        RowsOf::Ids { persons: true } => {
+            stored.push(&format!(
+                " AND kind IN ({KIND_ID}, {KIND_PERSON}, {KIND_ANONYMOUS})"
+            ));
+        }
+        RowsOf::Values([b]) => {
+            stored
+                .push(" AND dimension = ")
+                .bind_str(&b.name())
+                .push(&format!(" AND kind != {KIND_MARKER}"));
+        }
+        RowsOf::Values(several) => {
             stored.push(" AND dimension IN (");
             for (i, b) in several.iter().enumerate() {
                 if i > 0 {
@@ -939,15 +973,10 @@ fn range_rows(
                 }
                 stored.bind_str(&b.name());
             }
-            stored.push(")");
+            stored.push(&format!(") AND kind != {KIND_MARKER}"));
         }
     }
     stored
-        .push(&if by_value.is_empty() && !persons {
-            format!(" AND kind IN ({KIND_PIECE}, {KIND_ID})")
-        } else {
-            format!(" AND kind != {KIND_MARKER}")
-        })
         .push(" AND local_day >= ")
         .append(&first)
         .push(" AND local_day < ")
@@ -960,7 +989,7 @@ fn range_rows(
             latest = day_generation("max(generation)"),
         ));
     of_site(&mut stored);
-    if !by_value.is_empty() {
+    if let RowsOf::Values(_) = of {
         // The markers are the breakdown table's rows without a dimension.
         stored
             .push(" AND dimension = '' AND value = ")
@@ -976,20 +1005,16 @@ fn range_rows(
         stored
             .push(" UNION ALL ")
             .push(&format!("SELECT {columns} FROM ("));
-        if by_value.is_empty() {
-            stored.append(&rows(spec.site_id, zone, days, persons, visits));
-        } else {
-            stored.append(&breakdown_rows(spec.site_id, zone, days, by_value, visits));
-        }
+        match of {
+            RowsOf::Pieces => stored.append(&piece_rows(spec.site_id, zone, days, visits)),
+            RowsOf::Ids { persons } => stored.append(&id_rows(spec.site_id, zone, days, persons)),
+            RowsOf::Values(by_value) => {
+                stored.append(&breakdown_rows(spec.site_id, zone, days, by_value, visits))
+            }
+        };
         stored.push(")");
     }
     Some(stored)
-}
-
-/// Whether a spec's rows include the persons: `users` of the day table (the breakdowns
-/// hold none).
-fn reads_persons(spec: &Spec, by_value: &[Breakdown]) -> bool {
-    by_value.is_empty() && spec.metrics.contains(&Metric::Users)
 }
 
 /// A local day and a generation of it as one number (`local_day` and `generation`, a
@@ -1021,7 +1046,7 @@ fn count_values(spec: &Spec) -> Option<Sql> {
     let b = stored_breakdown(spec)?;
     let rows = range_rows(
         spec,
-        std::slice::from_ref(&b),
+        RowsOf::Values(std::slice::from_ref(&b)),
         "kind, value",
         VisitMeasures::Zero,
     )?;
@@ -1034,8 +1059,8 @@ fn count_values(spec: &Spec) -> Option<Sql> {
 }
 
 /// The metrics of a spec over its rows, grouped by its bucket (a value, a day, a week, a
-/// month) or in total, in one pass over the rows: each row's part of the bucket's
-/// figures is computed from the row alone.
+/// month) or in total: each row's part of the bucket's figures is computed from the row
+/// alone.
 ///
 /// - **Visitors.** A UTC day's day visitors count once per bucket: when all the day's
 ///   pieces (of the value) are in the bucket, its whole count, taken from the piece that
@@ -1046,34 +1071,34 @@ fn count_values(spec: &Spec) -> Option<Sql> {
 /// - **Visits.** Those started in the bucket's pieces, plus those carried into its first
 ///   piece (the least local day, then UTC day).
 fn select(spec: &Spec) -> Sql {
-    select_by(spec, stored_breakdown(spec).as_slice()).unwrap_or_else(|| EventsSource.select(spec))
+    match stored_breakdown(spec) {
+        Some(b) => select_by(spec, std::slice::from_ref(&b)),
+        None => select_totals(spec),
+    }
+    .unwrap_or_else(|| EventsSource.select(spec))
 }
 
-/// [`select`] over the rows of `by_value`: none (the day table), the spec's own breakdown,
-/// or several of the spec's kind ([`shared_select`]). `None` when the range's days cannot
-/// be resolved.
-fn select_by(spec: &Spec, by_value: &[Breakdown]) -> Option<Sql> {
-    let range = spec.range;
-    let (first, last) = (date(range.first_date), date(range.last_date));
-    let shared = by_value.len() > 1;
-    let wants = |ms: &[Metric]| spec.metrics.iter().any(|m| ms.contains(m));
-    let visitors = wants(&[Metric::Visitors, Metric::Percentage]);
-    let users = reads_persons(spec, by_value);
-    // Only the columns the metrics need: a year's breakdown has hundreds of thousands of
-    // rows.
+fn wants(spec: &Spec, ms: &[Metric]) -> bool {
+    spec.metrics.iter().any(|m| ms.contains(m))
+}
+
+/// Whether a spec counts visitors (`percentage` divides them).
+fn counts_visitors(spec: &Spec) -> bool {
+    wants(spec, &[Metric::Visitors, Metric::Percentage])
+}
+
+/// The columns of a piece's row that a spec's metrics read, after `local_day`, `kind` and
+/// `utc_day` (only those: a year's breakdown has hundreds of thousands of rows), and
+/// whether its tail computes the visit measures.
+fn piece_columns(spec: &Spec) -> (Vec<&'static str>, VisitMeasures) {
     let mut picked: Vec<&str> = vec!["local_day", "kind", "utc_day"];
-    if visitors {
-        picked.extend([
-            "day_pieces",
-            "daily_visitors",
-            "daily_visitors_utc_day",
-            "id_hash",
-        ]);
+    if counts_visitors(spec) {
+        picked.extend(["day_pieces", "daily_visitors", "daily_visitors_utc_day"]);
     }
-    if wants(&[Metric::Pageviews]) {
+    if wants(spec, &[Metric::Pageviews]) {
         picked.push("pageviews");
     }
-    if wants(&[Metric::Events]) {
+    if wants(spec, &[Metric::Events]) {
         picked.push("events");
     }
     let visit_measures = [
@@ -1101,23 +1126,115 @@ fn select_by(spec: &Spec, by_value: &[Breakdown]) -> Option<Sql> {
     ];
     let mut visits = VisitMeasures::Zero;
     for (ms, cols) in visit_measures {
-        if wants(ms) {
+        if wants(spec, ms) {
             picked.extend(cols);
             visits = VisitMeasures::Computed;
         }
     }
-    if users && !picked.contains(&"id_hash") {
-        picked.push("id_hash");
-    }
-    if shared {
-        picked.push("dimension");
-    }
-    if !by_value.is_empty() {
-        picked.push("value");
-    }
-    let columns = picked.join(", ");
-    let union = range_rows(spec, by_value, &columns, visits)?;
+    (picked, visits)
+}
 
+/// `, <is_start>, <other>`: whether a piece holds its UTC day's first instant, and the
+/// local day of the UTC day's other piece (for [`piece_visitors`]).
+fn other_piece(tz: &str) -> String {
+    format!(
+        ", local_day = toDate(toDateTime(toUInt32(toUInt16(utc_day)) * 86400), {tz}) AS is_start, \
+         if(is_start, local_day + 1, local_day - 1) AS other"
+    )
+}
+
+/// The day visitors of a bucket's pieces (see [`select`]); `same_bucket` is ` AND <whether
+/// the other piece is in the row's bucket>`, or empty when a bucket is the whole range.
+fn piece_visitors(spec: &Spec, same_bucket: &str) -> Sql {
+    let mut s = sql("sumIf(if(day_pieces = 1, daily_visitors_utc_day, if(other >= ");
+    s.append(&date(spec.range.first_date))
+        .push(" AND other <= ")
+        .append(&date(spec.range.last_date))
+        .push(&format!(
+            "{same_bucket}, if(is_start, daily_visitors_utc_day, 0), daily_visitors)), kind = {KIND_PIECE})"
+        ));
+    s
+}
+
+/// A visit measure of a bucket: the sum of its started visits', plus its first piece's
+/// carried ones.
+fn with_carried(measure: &str) -> String {
+    format!(
+        "(sumIf({measure}_started, kind = {KIND_PIECE}) + \
+         argMinIf({measure}_carried, (local_day, utc_day), kind = {KIND_PIECE}))"
+    )
+}
+
+/// A metric computed from the pieces alone; `None` for the visitors, their percentage and
+/// `users`, which also count ids.
+fn piece_metric(m: Metric) -> Option<Sql> {
+    let visits = with_carried("visits");
+    Some(match m {
+        Metric::Visits => sql(&visits),
+        Metric::Pageviews => sql(&format!("sumIf(pageviews, kind = {KIND_PIECE})")),
+        Metric::Events => sql(&format!("sumIf(events, kind = {KIND_PIECE})")),
+        Metric::BounceRate => sql(&format!(
+            "100 * {} / greatest({visits}, 1)",
+            with_carried("bounces")
+        )),
+        Metric::VisitDuration => sql(&format!(
+            "{} / greatest({visits}, 1)",
+            with_carried("duration")
+        )),
+        Metric::ViewsPerVisit => sql(&format!(
+            "{} / greatest({visits}, 1)",
+            with_carried("views")
+        )),
+        _ => return None,
+    })
+}
+
+/// `100 * <visitors> / <the range's visitors>`, as `EventsSource` divides: the same query
+/// without its dimensions, a scalar computed once. With a type's filter (`of_type`), the
+/// visitors of that type: its row by `event:type`.
+fn percentage(spec: &Spec, visitors: Sql, of_type: Option<&'static str>) -> Sql {
+    let typed = of_type.map(|t| {
+        (
+            [Dimension::Event(EventProperty::Type)],
+            Restriction {
+                dimensions: vec![0],
+                values: vec![vec![t.to_string()]],
+            },
+        )
+    });
+    let total = match &typed {
+        None => Spec {
+            metrics: &[Metric::Visitors],
+            dimensions: &[],
+            restriction: None,
+            filters: &[],
+            ..*spec
+        },
+        Some((dimensions, restriction)) => Spec {
+            metrics: &[Metric::Visitors],
+            dimensions,
+            restriction: Some(restriction),
+            filters: &[],
+            ..*spec
+        },
+    };
+    // (`sum`: one row even when no event has the type.)
+    let mut s = sql("100 * ");
+    s.append(&visitors)
+        .push(" / greatest((SELECT sum(visitors) FROM (")
+        .append(&select(&total))
+        .push(")), 1)");
+    s
+}
+
+/// [`select`] of the day table: the totals, or a series by day, week or month. The pieces
+/// and the ids are aggregated apart and joined by bucket: a year holds two pieces a day
+/// and hundreds of thousands of ids a day at 100 million events, and the pieces'
+/// aggregates computed over every id's row cost more than the ids' set (the 12-month
+/// overview at 100 million events: 110 against 330 ms, both tables ordered by kind
+/// first). `None` when the range's days cannot be resolved.
+fn select_totals(spec: &Spec) -> Option<Sql> {
+    let first = date(spec.range.first_date);
     // The bucket, and whether a piece's other local day is in the same one.
     let (bucket, same_bucket) = match spec.dimensions {
         [Dimension::Time(TimeGrain::Bucket(b))] => match b {
@@ -1132,29 +1249,96 @@ fn select_by(spec: &Spec, by_value: &[Breakdown]) -> Option<Sql> {
                 " AND toStartOfMonth(other) = toStartOfMonth(local_day)",
             ),
         },
-        // Shared: each breakdown's values apart (`d0` its name, `d1` the value).
-        [Dimension::Visit(_) | Dimension::Event(_)] if shared => {
-            (Some(sql("dimension AS d0, value")), "")
-        }
-        [Dimension::Visit(_) | Dimension::Event(_)] => (Some(sql("value")), ""),
         _ => (None, ""),
     };
-
+    // Each side's bucket as `d0`: the totals are one bucket.
+    let key = || {
+        let mut s = bucket.clone().unwrap_or_else(|| sql("toUInt8(0)"));
+        s.push(" AS d0");
+        s
+    };
+    let group = if bucket.is_some() { " GROUP BY d0" } else { "" };
     let tz = quote(spec.zone.name());
-    let mut rows = sql(&format!("SELECT {columns}"));
+    let visitors = counts_visitors(spec);
+    let users = spec.metrics.contains(&Metric::Users);
+
+    // The pieces: every metric but the ids' sets.
+    let (picked, visits) = piece_columns(spec);
+    let columns = picked.join(", ");
+    let pieces = range_rows(spec, RowsOf::Pieces, &columns, visits)?;
+    let mut p = sql("SELECT ");
+    let mut p_metrics = vec![key()];
     if visitors {
-        rows.push(&format!(
-            ", local_day = toDate(toDateTime(toUInt32(toUInt16(utc_day)) * 86400), {tz}) AS is_start, \
-             if(is_start, local_day + 1, local_day - 1) AS other"
-        ));
+        let mut s = piece_visitors(spec, same_bucket);
+        s.push(" AS p_visitors");
+        p_metrics.push(s);
     }
+    for m in spec.metrics {
+        if let Some(mut s) = piece_metric(*m) {
+            s.push(&format!(" AS p_{}", m.name()));
+            p_metrics.push(s);
+        }
+    }
+    p.join(&p_metrics, ", ")
+        .push(&format!(" FROM (SELECT {columns}"));
+    if visitors {
+        p.push(&other_piece(&tz));
+    }
+    p.push(" FROM (").append(&pieces).push("))").push(group);
+
+    let mut out = sql("SELECT ");
+    let mut metrics: Vec<Sql> = Vec::new();
+    if bucket.is_some() {
+        metrics.push(sql("d0"));
+    }
+    for m in spec.metrics {
+        let name = m.name();
+        metrics.push(match m {
+            Metric::Visitors => sql("p_visitors + i_visitors AS visitors"),
+            Metric::Users => sql("i_users AS users"),
+            Metric::Percentage => {
+                let mut s = percentage(spec, sql("(p_visitors + i_visitors)"), None);
+                s.push(" AS percentage");
+                s
+            }
+            _ => sql(&format!("p_{name} AS {name}")),
+        });
+    }
+    out.join(&metrics, ", ")
+        .push(" FROM (")
+        .append(&p)
+        .push(") AS pieces");
+    if !visitors && !users {
+        return Some(out);
+    }
+
+    // The ids: the recurring visitor ids, and the persons.
+    let mut i = sql("SELECT ");
+    let mut i_metrics = vec![key()];
+    if visitors {
+        i_metrics.push(sql(&format!(
+            "uniqExactIf(id_hash, kind = {KIND_ID}) AS i_visitors"
+        )));
+    }
+    if users {
+        i_metrics.push(sql(&format!(
+            "uniqExactIf(p_hash, kind = {KIND_PERSON} OR (kind = {KIND_ANONYMOUS} AND p_hash != 0)) AS i_users"
+        )));
+    }
+    let ids = range_rows(
+        spec,
+        RowsOf::Ids { persons: users },
+        "local_day, kind, id_hash",
+        VisitMeasures::Zero,
+    )?;
+    i.join(&i_metrics, ", ").push(" FROM (");
     if users {
         // A piece's persons: its user ids, and the owners of its anonymous ids as the
         // claims have them now (`0`: no owner), all as `cityHash64` of the person.
-        rows.push(&format!(
-            ", if(kind = {KIND_ANONYMOUS}, o_hash, id_hash) AS p_hash FROM ("
+        i.push(&format!(
+            "SELECT local_day, kind, id_hash, if(kind = {KIND_ANONYMOUS}, o_hash, id_hash) AS p_hash FROM ("
         ))
-        .append(&union)
+        .append(&ids)
         .push(
             ") AS r ANY LEFT JOIN (SELECT cityHash64(anonymous_id) AS id_hash, \
              cityHash64(owner) AS o_hash FROM (",
@@ -1162,98 +1346,64 @@ fn select_by(spec: &Spec, by_value: &[Breakdown]) -> Option<Sql> {
         .append(&identity::owners(spec.site_id))
         .push(")) AS own USING id_hash");
     } else {
-        rows.push(" FROM (").append(&union).push(")");
+        i.append(&ids);
     }
+    i.push(")").push(group);
+    out.push(" ANY LEFT JOIN (")
+        .append(&i)
+        .push(") AS ids USING d0");
+    Some(out)
+}
+
+/// [`select`] over the breakdown table's rows of `by_value`: the spec's own breakdown, or
+/// several of the spec's kind ([`shared_select`]), in one pass over the rows. `None`
+/// when the range's days cannot be resolved.
+fn select_by(spec: &Spec, by_value: &[Breakdown]) -> Option<Sql> {
+    let shared = by_value.len() > 1;
+    let visitors = counts_visitors(spec);
+    let (mut picked, visits) = piece_columns(spec);
+    if visitors {
+        picked.push("id_hash");
+    }
+    if shared {
+        picked.push("dimension");
+    }
+    picked.push("value");
+    let columns = picked.join(", ");
+    let union = range_rows(spec, RowsOf::Values(by_value), &columns, visits)?;
+
+    let tz = quote(spec.zone.name());
+    let mut rows = sql(&format!("SELECT {columns}"));
+    if visitors {
+        rows.push(&other_piece(&tz));
+    }
+    rows.push(" FROM (").append(&union).push(")");
     restricted(&mut rows, spec);
 
     let visitors_of = || {
-        let mut s = sql("(sumIf(if(day_pieces = 1, daily_visitors_utc_day, if(other >= ");
-        s.append(&first)
-            .push(" AND other <= ")
-            .append(&last)
-            .push(&format!(
-                "{same_bucket}, if(is_start, daily_visitors_utc_day, 0), daily_visitors)), kind = {KIND_PIECE}) \
-                 + uniqExactIf(id_hash, kind = {KIND_ID}))"
-            ));
+        let mut s = sql("(");
+        s.append(&piece_visitors(spec, ""))
+            .push(&format!(" + uniqExactIf(id_hash, kind = {KIND_ID}))"));
         s
     };
-    let with_carried = |measure: &str| {
-        format!(
-            "(sumIf({measure}_started, kind = {KIND_PIECE}) + \
-             argMinIf({measure}_carried, (local_day, utc_day), kind = {KIND_PIECE}))"
-        )
-    };
-    let visits = with_carried("visits");
     let mut out = sql("SELECT ");
-    let mut metrics: Vec<Sql> = Vec::new();
-    if let Some(b) = &bucket {
-        let mut s = b.clone();
-        s.push(if shared { " AS d1" } else { " AS d0" });
-        metrics.push(s);
-    }
+    // Shared: each breakdown's values apart (`d0` its name, `d1` the value).
+    let mut metrics: Vec<Sql> = vec![sql(if shared {
+        "dimension AS d0, value AS d1"
+    } else {
+        "value AS d0"
+    })];
     for m in spec.metrics {
-        let expr = match m {
+        let mut s = match m {
             Metric::Visitors => visitors_of(),
-            Metric::Percentage => {
-                // Of all the range's visitors, as `EventsSource` divides: the same
-                // query without its dimensions, a scalar computed once. With a type's
-                // filter, the visitors of that type: its row by `event:type`.
-                let of_type = by_value.first().and_then(|b| b.of_type);
-                let typed = of_type.map(|t| {
-                    (
-                        [Dimension::Event(EventProperty::Type)],
-                        Restriction {
-                            dimensions: vec![0],
-                            values: vec![vec![t.to_string()]],
-                        },
-                    )
-                });
-                let total = match &typed {
-                    None => Spec {
-                        metrics: &[Metric::Visitors],
-                        dimensions: &[],
-                        restriction: None,
-                        filters: &[],
-                        ..*spec
-                    },
-                    Some((dimensions, restriction)) => Spec {
-                        metrics: &[Metric::Visitors],
-                        dimensions,
-                        restriction: Some(restriction),
-                        filters: &[],
-                        ..*spec
-                    },
-                };
-                // (`sum`: one row even when no event has the type.)
-                let mut s = sql("100 * ");
-                s.append(&visitors_of())
-                    .push(" / greatest((SELECT sum(visitors) FROM (")
-                    .append(&select(&total))
-                    .push(")), 1)");
-                s
-            }
-            Metric::Visits => sql(&visits),
-            Metric::Pageviews => sql(&format!("sumIf(pageviews, kind = {KIND_PIECE})")),
-            Metric::Events => sql(&format!("sumIf(events, kind = {KIND_PIECE})")),
-            Metric::Users => sql(&format!(
-                "uniqExactIf(p_hash, kind = {KIND_PERSON} OR (kind = {KIND_ANONYMOUS} AND p_hash != 0))"
-            )),
-            Metric::BounceRate => sql(&format!(
-                "100 * {} / greatest({visits}, 1)",
-                with_carried("bounces")
-            )),
-            Metric::VisitDuration => sql(&format!(
-                "{} / greatest({visits}, 1)",
-                with_carried("duration")
-            )),
-            Metric::ViewsPerVisit => sql(&format!(
-                "{} / greatest({visits}, 1)",
-                with_carried("views")
-            )),
-            // Not covered.
-            other => unreachable!("the rollup does not answer {}", other.name()),
+            Metric::Percentage => percentage(
+                spec,
+                visitors_of(),
+                by_value.first().and_then(|b| b.of_type),
+            ),
+            other => piece_metric(*other)
+                .unwrap_or_else(|| unreachable!("the rollup does not answer {}", other.name())),
         };
-        let mut s = expr;
         s.push(&format!(" AS {}", m.name()));
         metrics.push(s);
     }
@@ -1261,11 +1411,11 @@ fn select_by(spec: &Spec, by_value: &[Breakdown]) -> Option<Sql> {
         .push(" FROM (")
         .append(&rows)
         .push(")");
-    if shared {
-        out.push(" GROUP BY d0, d1");
-    } else if bucket.is_some() {
-        out.push(" GROUP BY d0");
-    }
+    out.push(if shared {
+        " GROUP BY d0, d1"
+    } else {
+        " GROUP BY d0"
+    });
     Some(out)
 }
 
@@ -1366,7 +1516,7 @@ mod tests {
             let sql = p.main().inline();
             assert!(
                 sql.contains(
-                    "uniqExactIf(p_hash, kind = 3 OR (kind = 4 AND p_hash != 0)) AS users"
+                    "uniqExactIf(p_hash, kind = 3 OR (kind = 4 AND p_hash != 0)) AS i_users"
                 ),
                 "{sql}"
             );
@@ -1377,13 +1527,19 @@ mod tests {
                 )),
                 "{sql}"
             );
-            assert!(sql.contains("AND kind != 0 AND local_day"), "{sql}");
+            assert!(sql.contains("AND kind IN (2, 3, 4) AND local_day"), "{sql}");
         }
         // Without `users`, the persons' rows are not read.
         let p = plan_with_rollup(json!({"metrics": ["visitors"]}), "Europe/Berlin");
         let sql = p.main().inline();
-        assert!(sql.contains("AND kind IN (1, 2) AND local_day"), "{sql}");
+        assert!(sql.contains("AND kind = 2 AND local_day"), "{sql}");
+        assert!(!sql.contains("kind IN (2, 3, 4)"), "{sql}");
         assert!(!sql.contains("person"), "{sql}");
+        // Nor the ids without a count of people.
+        let p = plan_with_rollup(json!({"metrics": ["pageviews"]}), "Europe/Berlin");
+        let sql = p.main().inline();
+        assert!(sql.contains("AND kind = 1 AND local_day"), "{sql}");
+        assert!(!sql.contains("kind = 2"), "{sql}");
     }
 
     #[test]

@@ -1172,7 +1172,7 @@ pub async fn retention_by_site() {
     // The Stats API's daily rollup of the days, computed now: retention must reach it.
     crate::stats::compute_rollup(pruned).await;
     let expired_rollup = format!(
-        "SELECT (SELECT count() FROM stats_days WHERE site_id = ? AND kind != 0 AND toUInt16(local_day) < {0}) \
+        "SELECT (SELECT count() FROM stats_total_days WHERE site_id = ? AND kind != 0 AND toUInt16(local_day) < {0}) \
          + (SELECT count() FROM stats_breakdown_days WHERE site_id = ? AND kind != 0 AND toUInt16(local_day) < {0})",
         expected_cutoff / 86_400 - 1
     );

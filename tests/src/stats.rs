@@ -2533,12 +2533,12 @@ pub async fn compute_rollup(site_id: u32) -> Value {
     }
 }
 
-/// Rows of the site's rollup (`stats_days` and `stats_breakdown_days`) that meet
+/// Rows of the site's rollup (`stats_total_days` and `stats_breakdown_days`) that meet
 /// `condition`.
 pub async fn rollup_rows(db: &Db, site_id: u32, condition: &str) -> u64 {
     db.client
         .query(&format!(
-            "SELECT (SELECT count() FROM stats_days WHERE site_id = ? AND ({condition})) \
+            "SELECT (SELECT count() FROM stats_total_days WHERE site_id = ? AND ({condition})) \
              + (SELECT count() FROM stats_breakdown_days WHERE site_id = ? AND ({condition}))"
         ))
         .bind(site_id)

@@ -179,7 +179,7 @@ async fn the_schema_is_distributed_over_replicated_tables_and_the_registry_is_ev
             "schema_migrations\tReplicatedReplacingMergeTree",
             "sites\tReplicatedReplacingMergeTree",
             "stats_breakdown_days\tReplicatedReplacingMergeTree",
-            "stats_days\tReplicatedReplacingMergeTree",
+            "stats_total_days\tReplicatedReplacingMergeTree",
             "stats_touched\tDistributed",
             "stats_touched_local\tReplicatedReplacingMergeTree",
             "stats_touched_mv\tMaterializedView",
@@ -517,7 +517,8 @@ async fn the_stats_api_answers_on_the_cluster_as_computed_from_the_events_writte
     let run = rivulet_tests::stats::compute_rollup(site_id).await;
     assert!(run["days_computed"].as_u64().unwrap() > 0, "{run}");
     let markers = run["days_computed"].to_string();
-    let sql = format!("SELECT count() FROM stats_days WHERE site_id = {site_id} AND kind = 0");
+    let sql =
+        format!("SELECT count() FROM stats_total_days WHERE site_id = {site_id} AND kind = 0");
     every_node_answers(&sql, &markers, Duration::from_secs(30)).await;
     let failures = rivulet_tests::stats::mismatches(&admin.url, &key, &ds, &queries).await;
     assert!(
@@ -533,7 +534,7 @@ async fn the_stats_api_answers_on_the_cluster_as_computed_from_the_events_writte
     let person = rivulet_tests::stats::ERASED_USER;
     assert!(ds.events_of_person(person) > 0, "{person} has events");
     let theirs = format!(
-        "SELECT (SELECT count() FROM stats_days WHERE site_id = {site_id} AND id_hash = cityHash64('{person}')) \
+        "SELECT (SELECT count() FROM stats_total_days WHERE site_id = {site_id} AND id_hash = cityHash64('{person}')) \
          + (SELECT count() FROM stats_breakdown_days WHERE site_id = {site_id} AND id_hash = cityHash64('{person}'))"
     );
     assert_ne!(on_node(&nodes()[0].1, &theirs).await.trim(), "0");

@@ -13,7 +13,7 @@
 //! - the default and asked-for orders, pages that neither overlap nor skip, total_rows;
 //! - events sent through rivulet-ingest and the enricher (a Kafka topic of their own)
 //!   show up in the answers;
-//! - the daily rollup (`stats_days`) answers as the events do: before it is computed,
+//! - the daily rollup (`stats_total_days`) answers as the events do: before it is computed,
 //!   after, and with a day in the middle stamped stale (read from `events` from there);
 //! - an erased person (`rivulet-admin erase --wait`) is gone from every figure, and from
 //!   the rollup's rows;
@@ -679,7 +679,7 @@ async fn the_daily_rollup_answers_as_the_events_do_before_and_after_it_is_comput
     // Its persons: one user id, and an anonymous id bob owns.
     db.client
         .query(
-            "INSERT INTO stats_days (site_id, time_zone, local_day, generation, kind, utc_day, pageviews, id_hash) \
+            "INSERT INTO stats_total_days (site_id, time_zone, local_day, generation, kind, utc_day, pageviews, id_hash) \
              VALUES (?, 'Europe/Berlin', toDate('2025-10-22'), ?, 0, toDate('2025-10-22'), 0, 0), \
              (?, 'Europe/Berlin', toDate('2025-10-22'), ?, 1, toDate('2025-10-22'), 1000000, 0), \
              (?, 'Europe/Berlin', toDate('2025-10-22'), ?, 3, toDate('2025-10-22'), 0, cityHash64('forged')), \
