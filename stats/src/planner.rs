@@ -487,6 +487,7 @@ pub fn share_main(plans: &[&QueryPlan]) -> Option<SharedMain> {
             && p.query.filters.is_empty()
             && p.total_rows.is_none()
             && p.query.pagination.offset == 0
+            && !p.query.metrics.contains(&Metric::Percentage)
     };
     let first = *plans.iter().find(|p| card(p))?;
     let alike = |p: &QueryPlan| {

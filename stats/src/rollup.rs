@@ -1424,18 +1424,13 @@ fn select_by(spec: &Spec, by_value: &[Breakdown]) -> Option<Sql> {
 /// `d1` is its value, then the metrics. They read their rows of the breakdown table at
 /// once, and a live day's tail reads its events and joins them to their visits once for
 /// all of them instead of once each. `None` unless the spec is covered and every
-/// breakdown is of a visit attribute, without a filter, a restriction or `percentage`
-/// (a card asks for none of them).
+/// breakdown is of a visit attribute; which plans may share is [`crate::share_main`]'s
+/// to say.
 pub(crate) fn shared_select(spec: &Spec, by_value: &[Breakdown]) -> Option<Sql> {
     let plain = |b: &Breakdown| matches!(b.dimension, Dimension::Visit(_)) && b.of_type.is_none();
-    (by_value.len() > 1
-        && by_value.iter().all(plain)
-        && RollupSource.covers(spec)
-        && spec.filters.is_empty()
-        && spec.restriction.is_none()
-        && !spec.metrics.contains(&Metric::Percentage))
-    .then(|| select_by(spec, by_value))
-    .flatten()
+    (by_value.len() > 1 && by_value.iter().all(plain) && RollupSource.covers(spec))
+        .then(|| select_by(spec, by_value))
+        .flatten()
 }
 
 #[cfg(test)]
@@ -1864,6 +1859,11 @@ mod tests {
         assert_eq!(values, [vec!["Google", "Bing"], vec!["DE"], vec!["Chrome"]]);
         // One plan alone shares nothing.
         assert!(crate::share_main(&refs[..1]).is_none());
+        // A first card that asks `percentage` answers on its own, and the others share.
+        let percentage = card("visit:city", json!({"metrics": ["visitors", "percentage"]}));
+        let refs: Vec<&crate::QueryPlan> = std::iter::once(&percentage).chain(&plans).collect();
+        let shared = crate::share_main(&refs).expect("the other cards share");
+        assert_eq!(shared.members(), [1, 3, 5]);
     }
 
     #[test]
