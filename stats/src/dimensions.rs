@@ -1,5 +1,5 @@
 //! The dimensions a query can group and filter by, and their names on the wire.
-//! What each one reads is the source's business (`planner::events`); here is only what
+//! What each one reads is the source's business ([`crate::events_source`]); here is only what
 //! they are.
 
 use crate::error::StatsError;

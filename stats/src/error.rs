@@ -81,7 +81,7 @@ pub enum StatsError {
     SiteContext(String),
 
     /// The rows ClickHouse answered do not have the plan's shape (a bug, or a source
-    /// that does not keep the contract of [`crate::planner::Source`]).
+    /// that does not keep the contract of [`crate::source::Source`]).
     #[error("internal error: the answer of `{statement}` does not fit the plan: {reason}")]
     RowShape {
         statement: &'static str,

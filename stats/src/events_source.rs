@@ -42,7 +42,7 @@ use crate::filters::{self, Filter, Leaf, Op};
 use crate::identity;
 use crate::limits::SESSION_LOOKAROUND_SECS;
 use crate::metrics::{Metric, Vital};
-use crate::planner::{Restriction, Source, Spec};
+use crate::source::{Restriction, Source, Spec};
 use crate::sql::{quote, sql, Sql};
 
 /// The event types that make a visit engaged (not a bounce) besides a second pageview:

@@ -40,6 +40,8 @@ pub mod planner;
 pub mod request;
 pub mod response;
 pub mod rollup;
+pub mod rows;
+pub mod source;
 pub mod sql;
 #[cfg(test)]
 mod test_support;
@@ -47,10 +49,12 @@ pub mod validate;
 
 pub use date_range::FirstEvent;
 pub use error::StatsError;
-pub use planner::{share_main, Planner, QueryPlan, SharedMain, Source, Spec};
+pub use planner::{share_main, Planner, QueryPlan, SharedMain};
 pub use request::{Request, SiteRef};
-pub use response::{decode_count, decode_rows, respond, QueryRows, Response, Row};
+pub use response::{respond, Response};
 pub use rollup::{RollupSource, RollupState};
+pub use rows::{decode_count, decode_rows, QueryRows, Row};
+pub use source::{Restriction, Source, Spec};
 pub use sql::{Bind, Statement};
 
 /// What the engine needs to know of the site a request reads.

@@ -2,10 +2,8 @@
 //!
 //! The planner resolves what depends on the site and the clock (the range, `time`'s
 //! bucket, the comparison's range, the time labels, the order), then asks a [`Source`]
-//! for the SQL. A source only has to produce one relation for a [`Spec`]: a `SELECT` whose
-//! columns are `d0`, `d1`, … (each dimension's raw value, a string) and then each metric
-//! under its name, one row per group (one row in all when there are no dimensions). The
-//! planner wraps it for ordering and pages, for `total_rows`, and runs it again over the
+//! for the relation of a [`Spec`] ([`crate::source`] has the contract). It wraps the
+//! relation for ordering and pages, for `total_rows`, and runs it again over the
 //! comparison range; parsing and the response never see the SQL. So a faster source (a
 //! rollup, a sessions table) plugs in with [`Planner::with_source`] and answers the
 //! queries it [`Source::covers`]; the exact [`EventsSource`] answers the rest.
@@ -14,61 +12,17 @@ use crate::date_range::{self, TimeRange, Zone};
 use crate::dimensions::{Dimension, TimeGrain};
 use crate::error::StatsError;
 use crate::events_source::EventsSource;
-use crate::filters::Filter;
 use crate::limits::MAX_EXECUTION_TIME_SECS;
 use crate::metrics::Metric;
 use crate::request::Request;
-use crate::response::Row;
+use crate::rows::Row;
+use crate::source::{Restriction, Source, Spec};
 use crate::sql::{Sql, Statement};
 use crate::validate::{self, Direction, OrderKey, Query};
 use crate::{RollupState, SiteContext};
 use serde_json::Value;
 use std::fmt::Debug;
 use std::sync::Arc;
-
-/// What a source answers: one range of one site, grouped by resolved dimensions (no
-/// `time` left: each time dimension has its bucket).
-#[derive(Debug, Clone, Copy)]
-pub struct Spec<'a> {
-    pub site_id: u32,
-    pub zone: &'a Zone,
-    pub range: &'a TimeRange,
-    pub metrics: &'a [Metric],
-    pub dimensions: &'a [Dimension],
-    /// All must hold.
-    pub filters: &'a [Filter],
-    /// Only the rows whose dimensions are among these values (a comparison reads the
-    /// rows of the main result only).
-    pub restriction: Option<&'a Restriction>,
-    /// The site's local days the daily rollup cannot answer yet
-    /// ([`crate::RollupState::Stale`]); `None` when not loaded.
-    pub rollup_stale: Option<&'a [jiff::civil::Date]>,
-}
-
-/// Rows whose dimensions `dimensions` (indexes into [`Spec::dimensions`]) take one of
-/// `values` (each as many strings as `dimensions`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Restriction {
-    pub dimensions: Vec<usize>,
-    pub values: Vec<Vec<String>>,
-}
-
-/// Where rows come from. See the module's comment for the contract of [`Source::select`].
-pub trait Source: Send + Sync + Debug {
-    /// For logs and the plan's [`QueryPlan::source`].
-    fn name(&self) -> &'static str;
-    /// Whether it can answer this spec exactly.
-    fn covers(&self, spec: &Spec) -> bool;
-    /// The relation: columns `d0`… then the metrics by name, one row per group, with no
-    /// `ORDER BY`, `LIMIT`, `FORMAT` or `SETTINGS`.
-    fn select(&self, spec: &Spec) -> Sql;
-    /// How many rows [`Self::select`] has (`include.total_rows`), as one row of one
-    /// column, `total_rows`, when the source can count them for less than the relation
-    /// costs; `None` (the default): the relation's rows are counted.
-    fn count_rows(&self, _spec: &Spec) -> Option<Sql> {
-        None
-    }
-}
 
 /// Picks a source for each query and builds its statements.
 #[derive(Debug, Clone)]

@@ -42,8 +42,8 @@ use crate::filters::{Filter, Leaf, Op};
 use crate::identity;
 use crate::limits::SESSION_LOOKAROUND_SECS;
 use crate::metrics::Metric;
-use crate::planner::{Restriction, Source, Spec};
-use crate::response::decode_rows;
+use crate::rows::decode_rows;
+use crate::source::{Restriction, Source, Spec};
 use crate::sql::{quote, sql, Sql, Statement};
 use crate::{SiteContext, StatsError};
 use jiff::civil::Date;
@@ -1874,7 +1874,7 @@ mod tests {
             "UTC",
         );
         assert_eq!(p.source(), "rollup");
-        let rows = [crate::response::Row {
+        let rows = [crate::rows::Row {
             dimensions: vec!["DE".into()],
             metrics: vec![Some(3.0)],
         }];
