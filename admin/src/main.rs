@@ -488,6 +488,7 @@ async fn rollup(ops: &Ops, site_id: Option<u32>, margin_secs: u64) -> Result<Val
         .map_err(|e| AdminError::Unavailable(format!("ClickHouse (computing the rollup: {e})")))?;
     Ok(serde_json::json!({
         "days_computed": run.days,
+        "visit_days_filled": run.visit_days,
         "rows_written": run.rows,
         "days_waiting": run.waiting,
         "waited_for_mutations": run.mutations_under_way,

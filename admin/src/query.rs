@@ -10,6 +10,7 @@ use rivulet_stats::rollup;
 use rivulet_stats::{
     decode_count, decode_rows, first_event_statement, share_main, FirstEvent, Planner, QueryPlan,
     QueryRows, Request, Response, RollupSource, RollupState, Row, SiteContext, Statement,
+    VisitSource,
 };
 use std::sync::Arc;
 
@@ -25,10 +26,12 @@ impl Stats {
     pub fn new(db: Db, max_execution_secs: u64, max_memory_bytes: u64) -> Self {
         Stats {
             db,
-            // The daily rollup answers the top figures and time series of whole days;
+            // The daily rollup answers the top figures, time series and breakdowns of
+            // whole days, and its visits the same filtered by visit attributes;
             // everything else reads `events`.
             planner: Planner::default()
                 .with_source(Arc::new(RollupSource))
+                .with_source(Arc::new(VisitSource))
                 .with_max_execution_time(max_execution_secs)
                 .with_max_memory_usage(max_memory_bytes),
         }

@@ -26,7 +26,7 @@ use rivulet_common::ch::{ChConfig, Db};
 use rivulet_common::clickhouse_versions;
 use rivulet_common::privacy::{self, IdKind, Receipt, RetentionRun, State};
 use rivulet_common::registry::{Registry, Site};
-use rivulet_common::schema::migrations::{ROLLUP_BREAKDOWN_TABLE, ROLLUP_TABLE};
+use rivulet_common::schema::migrations::ROLLUP_TABLES;
 use rivulet_common::schema::people::{CLAIMS_TABLE, TRAITS_TABLE};
 use rivulet_common::schema::queries;
 use rivulet_enrichment::rollup_job::{self, RollupJob};
@@ -311,12 +311,12 @@ impl Lifecycle {
             self.mutate(TRAITS_TABLE, queries::ERASED_TRAITS, &traits_binds)
                 .await?;
             if !hours.is_empty() {
-                for table in [ROLLUP_TABLE, ROLLUP_BREAKDOWN_TABLE] {
+                for table in ROLLUP_TABLES {
                     self.mutate(table, &rollup_days, &rollup_binds).await?;
                 }
             }
             metrics::counter!("enricher_erasure_mutations_total")
-                .increment(3 + 2 * u64::from(!hours.is_empty()));
+                .increment(3 + ROLLUP_TABLES.len() as u64 * u64::from(!hours.is_empty()));
             if !self.mutations_finished().await? {
                 break Err(format!(
                     "the mutations did not finish within {} s",
@@ -605,7 +605,7 @@ impl Lifecycle {
                 per_site(&cutoffs, "kind != 0 AND toUInt16(local_day) < ?", |c| {
                     (c / 86_400).saturating_sub(1)
                 });
-            for table in [ROLLUP_TABLE, ROLLUP_BREAKDOWN_TABLE] {
+            for table in ROLLUP_TABLES {
                 self.mutate(table, &rollup, &rollup_binds).await?;
             }
             tracing::info!(

@@ -19,7 +19,8 @@ use rivulet_common::ch::Db;
 use rivulet_stats::date_range::Zone;
 use rivulet_stats::limits::SESSION_LOOKAROUND_SECS;
 use rivulet_stats::rollup::{self, Days, VisitMeasures, KIND_MARKER};
-use rivulet_stats::sql::Sql;
+use rivulet_stats::sql::{sql, Sql};
+use rivulet_stats::visits;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -99,12 +100,58 @@ pub struct BreakdownRow {
     pub id_hash: u64,
 }
 
+/// One row of `stats_visit_days` (`rivulet_stats::visits`), its fields in the table's
+/// order: the site, zone, day and generation, then [`visits::row_columns`].
+#[derive(Debug, Clone, Default, PartialEq, Row, Serialize, Deserialize)]
+pub struct VisitRow {
+    pub site_id: u32,
+    pub time_zone: String,
+    /// Days since 1970-01-01 (a `Date`).
+    pub local_day: u16,
+    pub generation: u32,
+    pub kind: u8,
+    pub visit_hash: u64,
+    pub started: u8,
+    pub entry_page: String,
+    pub exit_page: String,
+    pub source: String,
+    pub referrer: String,
+    pub channel: String,
+    pub utm_source: String,
+    pub utm_medium: String,
+    pub utm_campaign: String,
+    pub utm_content: String,
+    pub utm_term: String,
+    pub device: String,
+    pub browser: String,
+    pub browser_version: String,
+    pub os: String,
+    pub os_version: String,
+    pub country: String,
+    pub region: String,
+    pub city: String,
+    pub screen: String,
+    pub pageviews: u64,
+    pub events: u64,
+    pub views: u64,
+    pub bounce: u8,
+    pub duration: u64,
+    pub visitors: Vec<u64>,
+    pub event_pages: Vec<String>,
+    pub event_pageviews: Vec<u8>,
+    pub event_visitors: Vec<u64>,
+}
+
 #[derive(Debug, Row, Deserialize)]
 struct Stale {
     site_id: u32,
     day: String,
     generation: u32,
     touched: u32,
+    /// The day's generation is valid; only its visits are missing.
+    visits_only: u8,
+    /// That generation.
+    valid: u32,
 }
 
 /// What one run did.
@@ -112,6 +159,8 @@ struct Stale {
 pub struct RollupRun {
     /// Days computed (a generation written).
     pub days: u64,
+    /// Days whose visits were filled in at their valid generation.
+    pub visit_days: u64,
     /// Rows written, markers included.
     pub rows: u64,
     /// Days stale but not yet ready (an insert within the margin, or visits that may
@@ -247,17 +296,32 @@ impl RollupJob {
             for site_id in site_ids {
                 let of_site: Vec<&Stale> = stale.iter().filter(|s| s.site_id == site_id).collect();
                 let mut ready: Vec<(jiff::civil::Date, u32)> = Vec::new();
+                let mut fill: Vec<(jiff::civil::Date, u32)> = Vec::new();
                 for s in of_site {
                     let Ok(day) = s.day.parse::<jiff::civil::Date>() else {
                         continue;
                     };
-                    if ready.len() < budget && is_ready(&zone, day, s.touched, self.margin, now) {
+                    if s.visits_only == 1 {
+                        // Valid as it is: its events have not changed since its
+                        // generation, so its visits computed now are that generation's.
+                        if ready.len() + fill.len() < budget {
+                            fill.push((day, s.valid));
+                        } else {
+                            total.waiting += 1;
+                        }
+                    } else if ready.len() + fill.len() < budget
+                        && is_ready(&zone, day, s.touched, self.margin, now)
+                    {
                         ready.push((day, s.generation));
                     } else {
                         total.waiting += 1;
                     }
                 }
-                budget -= ready.len();
+                budget -= ready.len() + fill.len();
+                for days in consecutive_runs(&fill) {
+                    total.rows += self.write_visits(site_id, &zone, days).await?;
+                    total.visit_days += days.len() as u64;
+                }
                 for days in consecutive_runs(&ready) {
                     total.rows += self.compute(site_id, &zone, days, now).await?;
                     total.days += days.len() as u64;
@@ -300,6 +364,9 @@ impl RollupJob {
         let mut written = self
             .write_breakdowns(site_id, zone, days, generation)
             .await?;
+        let of_generation: Vec<(jiff::civil::Date, u32)> =
+            days.iter().map(|(day, _)| (*day, generation)).collect();
+        written += self.write_visits(site_id, zone, &of_generation).await?;
         let mut insert = self.db.client.insert::<RollupRow>(rollup::TABLE).await?;
         for (day, _) in days {
             let marker = RollupRow {
@@ -320,7 +387,7 @@ impl RollupJob {
         insert.end().await?;
         if days.iter().any(|(_, old)| *old > 0) {
             // The replaced generations: rows no query reads any more.
-            for table in [rollup::TABLE, rollup::BREAKDOWN_TABLE] {
+            for table in [rollup::TABLE, rollup::BREAKDOWN_TABLE, visits::TABLE] {
                 self.db
                     .alter(
                         table,
@@ -407,6 +474,84 @@ impl RollupJob {
         }
         Ok(written)
     }
+
+    /// Writes the visits of consecutive days, each at its generation (`days`: the day and
+    /// its generation), [`BREAKDOWN_DAYS`] of them per statement and per insert, with
+    /// their markers in the same block. Returns the rows written.
+    async fn write_visits(
+        &self,
+        site_id: u32,
+        zone: &Zone,
+        days: &[(jiff::civil::Date, u32)],
+    ) -> Result<u64, clickhouse::error::Error> {
+        let mut written = 0u64;
+        for run in days.chunks(BREAKDOWN_DAYS) {
+            let (Some(first), Some(last)) = (run.first(), run.last()) else {
+                continue;
+            };
+            let range = match Days::literal(zone, first.0, last.0) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(site_id, error = %e, "rollup: visit days out of range; skipped");
+                    continue;
+                }
+            };
+            let sql = visits_as_written(
+                &visits::visit_rows(site_id, zone, &range),
+                site_id,
+                zone,
+                run,
+            );
+            let rows: Vec<VisitRow> = query(&self.db, &sql).fetch_all().await?;
+            let mut insert = self.db.client.insert::<VisitRow>(visits::TABLE).await?;
+            for (day, generation) in run {
+                insert
+                    .write(&VisitRow {
+                        site_id,
+                        time_zone: zone.name().to_string(),
+                        local_day: day_number(*day),
+                        generation: *generation,
+                        kind: KIND_MARKER,
+                        ..VisitRow::default()
+                    })
+                    .await?;
+                written += 1;
+            }
+            for row in &rows {
+                insert.write(row).await?;
+                written += 1;
+            }
+            insert.end().await?;
+        }
+        Ok(written)
+    }
+}
+
+/// `computed` (rows of [`visits::visit_rows`]) as the table's rows: the site, zone, day,
+/// each day's generation (from `days`), then [`visits::row_columns`].
+fn visits_as_written(
+    computed: &Sql,
+    site_id: u32,
+    zone: &Zone,
+    days: &[(jiff::civil::Date, u32)],
+) -> Sql {
+    let numbers = |f: &dyn Fn(&(jiff::civil::Date, u32)) -> String| {
+        days.iter().map(f).collect::<Vec<_>>().join(", ")
+    };
+    let mut s = sql("SELECT toUInt32(");
+    s.bind_uint(u64::from(site_id))
+        .push(") AS site_id, ")
+        .bind_str(zone.name())
+        .push(&format!(
+            " AS time_zone, local_day, toUInt32(transform(toUInt16(local_day), [{}], [{}], 0)) AS generation",
+            numbers(&|(d, _)| format!("toUInt16({})", day_number(*d))),
+            numbers(&|(_, g)| format!("toUInt32({g})")),
+        ));
+    for column in visits::row_columns() {
+        s.push(", ").push(column);
+    }
+    s.push(" FROM (").append(computed).push(")");
+    s
 }
 
 /// `computed` (rows of [`rollup::rows`] or [`rollup::breakdown_rows`]: `local_day`,
@@ -528,6 +673,13 @@ mod tests {
             fields_in_order::<BreakdownRow>(),
             columns(&BREAKDOWN_COLUMNS)
         );
+        let visit_columns: Vec<String> = DAY_COLUMNS
+            .iter()
+            .copied()
+            .chain(visits::row_columns())
+            .map(String::from)
+            .collect();
+        assert_eq!(fields_in_order::<VisitRow>(), visit_columns);
         let zone = Zone::new("Europe/Berlin").unwrap();
         let sql = as_written(
             &Sql::new().push("SELECT 1").clone(),

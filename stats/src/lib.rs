@@ -46,6 +46,7 @@ pub mod sql;
 #[cfg(test)]
 mod test_support;
 pub mod validate;
+pub mod visits;
 
 pub use date_range::FirstEvent;
 pub use error::StatsError;
@@ -56,6 +57,7 @@ pub use rollup::{RollupSource, RollupState};
 pub use rows::{decode_count, decode_rows, QueryRows, Row};
 pub use source::{Restriction, Source, Spec};
 pub use sql::{Bind, Statement};
+pub use visits::VisitSource;
 
 /// What the engine needs to know of the site a request reads.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -71,11 +71,15 @@ impl Planner {
             return false;
         }
         let assumed = SiteContext {
-            rollup: RollupState::Stale(Vec::new()),
+            rollup: RollupState::Stale {
+                days: Vec::new(),
+                visits_missing: Vec::new(),
+            },
             ..site.clone()
         };
-        self.plan(req, &assumed, now)
-            .is_ok_and(|p| p.source() == crate::rollup::SOURCE_NAME)
+        self.plan(req, &assumed, now).is_ok_and(|p| {
+            [crate::rollup::SOURCE_NAME, crate::visits::SOURCE_NAME].contains(&p.source())
+        })
     }
 
     /// Validates the request and plans it for a site at `now` (epoch seconds).
@@ -132,6 +136,7 @@ impl Planner {
             filters: &query.filters,
             restriction: None,
             rollup_stale: site.rollup.stale(),
+            visits_missing: site.rollup.visits_missing(),
         };
         let source = self
             .sources
@@ -336,6 +341,7 @@ impl QueryPlan {
             filters: &self.query.filters,
             restriction,
             rollup_stale: self.rollup.stale(),
+            visits_missing: self.rollup.visits_missing(),
         }
     }
 

@@ -61,6 +61,8 @@ pub const TABLE: &str = "stats_total_days";
 /// The rollup's breakdowns by visit attributes: [`TABLE`]'s columns and the attribute's
 /// name (`dimension`, as the API spells it) and `value`; its markers have neither.
 pub const BREAKDOWN_TABLE: &str = "stats_breakdown_days";
+/// The rollup's visits, one row per visit and day: `crate::visits` reads them.
+pub const VISIT_TABLE: &str = "stats_visit_days";
 /// [`RollupSource`]'s name, as [`crate::QueryPlan::source`] gives it.
 pub const SOURCE_NAME: &str = "rollup";
 /// When each (site, UTC hour) last had events inserted (or erased, or expired).
@@ -208,7 +210,7 @@ fn datetime(second: i64) -> Sql {
     s
 }
 
-fn date(d: Date) -> Sql {
+pub(crate) fn date(d: Date) -> Sql {
     let mut s = sql("toDate(");
     s.bind_str(&d.to_string()).push(")");
     s
@@ -702,7 +704,9 @@ fn days_of_hour(tz: &str) -> String {
 
 /// For the job: the days of sites of one zone whose latest generation is not valid, with
 /// their last stamp: `site_id`, `day` (the local day, a string), `generation` (the
-/// latest, 0 for none) and `touched` (epoch seconds), by site and oldest day first. One
+/// latest, 0 for none) and `touched` (epoch seconds), by site and oldest day first; and
+/// the days whose generation is valid but whose visits [`VISIT_TABLE`] does not
+/// hold (computed before it existed): `visits_only` 1, `valid` that generation. One
 /// statement for all the sites of a zone: the job asks every minute.
 pub fn stale_days(site_ids: &[u32], zone: &Zone) -> Sql {
     let tz = quote(zone.name());
@@ -719,8 +723,10 @@ pub fn stale_days(site_ids: &[u32], zone: &Zone) -> Sql {
         }
         s.push(")");
     };
-    let mut s =
-        sql("SELECT site_id, toString(local_day) AS day, g_any AS generation, t AS touched FROM (");
+    let mut s = sql(
+        "SELECT site_id, toString(local_day) AS day, g_any AS generation, t AS touched, \
+         toUInt8(g > t) AS visits_only, g AS valid FROM (",
+    );
     s.push(&format!(
         "SELECT site_id, {} AS local_day, max(toUInt32(touched_at)) AS t FROM {TOUCHED_TABLE} \
          WHERE ",
@@ -748,60 +754,89 @@ pub fn stale_days(site_ids: &[u32], zone: &Zone) -> Sql {
         .bind_str(zone.name())
         .push(&format!(
             " AND kind = {KIND_MARKER} GROUP BY site_id, local_day) AS generations USING site_id, \
-         local_day WHERE g <= t ORDER BY site_id, local_day",
+         local_day WHERE g <= t OR (site_id, local_day, g) NOT IN (SELECT site_id, local_day, \
+         generation FROM {} WHERE ",
+            VISIT_TABLE
+        ));
+    sites(&mut s);
+    s.push(" AND time_zone = ")
+        .bind_str(zone.name())
+        .push(&format!(
+            " AND kind = {KIND_MARKER}) ORDER BY site_id, local_day"
         ));
     s
 }
 
 /// What a query needs to know of the rollup of its site: the local days (of the site's
-/// zone) that have events but no valid generation, read with [`state_statement`] just
-/// before the query. A day not listed either has a valid generation or no event at all.
+/// zone) that have events but no valid generation, and those whose generation is valid
+/// but whose visits are not in [`VISIT_TABLE`] yet, read with [`state_statement`]
+/// just before the query. A day in neither list either has a valid generation with its
+/// visits or no event at all.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum RollupState {
     /// Not read: queries read `events`.
     #[default]
     NotLoaded,
-    /// The stale days, in order.
-    Stale(Vec<Date>),
+    /// The stale days and the days without visits, each in order.
+    Stale {
+        days: Vec<Date>,
+        visits_missing: Vec<Date>,
+    },
 }
 
 impl RollupState {
     pub fn stale(&self) -> Option<&[Date]> {
         match self {
             RollupState::NotLoaded => None,
-            RollupState::Stale(days) => Some(days),
+            RollupState::Stale { days, .. } => Some(days),
+        }
+    }
+
+    /// The days whose visits the rollup does not hold yet (none when not loaded).
+    pub fn visits_missing(&self) -> &[Date] {
+        match self {
+            RollupState::NotLoaded => &[],
+            RollupState::Stale { visits_missing, .. } => visits_missing,
         }
     }
 
     /// From [`state_statement`]'s answer.
     pub fn from_rows(statement: &Statement, body: &[u8]) -> Result<RollupState, StatsError> {
         let mut days = Vec::new();
+        let mut visits_missing = Vec::new();
         for row in decode_rows(statement, body)? {
             let day = row.dimensions.first().and_then(|d| d.parse::<Date>().ok());
-            match day {
-                Some(d) => days.push(d),
-                None => {
+            let visits_only = row.dimensions.get(1).map(String::as_str);
+            match (day, visits_only) {
+                (Some(d), Some("0")) => days.push(d),
+                (Some(d), Some("1")) => visits_missing.push(d),
+                _ => {
                     return Err(StatsError::RowShape {
                         statement: statement.name,
-                        reason: format!("{:?} is not a date", row.dimensions),
+                        reason: format!("{:?} is not a date and a flag", row.dimensions),
                     })
                 }
             }
         }
         days.sort();
-        Ok(RollupState::Stale(days))
+        visits_missing.sort();
+        Ok(RollupState::Stale {
+            days,
+            visits_missing,
+        })
     }
 }
 
-/// The statement that reads a site's [`RollupState`]: one column, `d0`, a stale day.
+/// The statement that reads a site's [`RollupState`]: `d0`, a day, and `d1`, `1` when only its
+/// visits are missing.
 pub fn state_statement(site: &SiteContext) -> Result<Statement, StatsError> {
     let zone = Zone::new(&site.time_zone)?;
-    let mut s = sql("SELECT day AS d0 FROM (");
+    let mut s = sql("SELECT day AS d0, toString(visits_only) AS d1 FROM (");
     s.append(&stale_days(&[site.site_id], &zone)).push(")");
     Ok(Statement::new(
         "stats_rollup_state",
         s,
-        vec!["d0".into()],
+        vec!["d0".into(), "d1".into()],
         vec![(
             "max_execution_time",
             crate::limits::MAX_EXECUTION_TIME_SECS.to_string(),
@@ -838,8 +873,7 @@ impl Source for RollupSource {
             None => true,
             Some(r) => {
                 matches!(spec.dimensions, [Dimension::Visit(_) | Dimension::Event(_)])
-                    && r.dimensions == [0]
-                    && r.values.iter().all(|v| v.len() == 1)
+                    && of_one_dimension(r)
             }
         };
         // The persons are the day table's alone.
@@ -1023,10 +1057,17 @@ fn day_generation(generation: &str) -> String {
     format!("toUInt64(toUInt16(local_day)) * 4294967296 + {generation}")
 }
 
-/// ` WHERE value IN (…)`: a comparison's restriction to the main rows' values.
-fn restricted(s: &mut Sql, spec: &Spec) {
+/// Whether a comparison's restriction is to values of the spec's one dimension, which
+/// [`restricted`] reads.
+pub(crate) fn of_one_dimension(r: &Restriction) -> bool {
+    r.dimensions == [0] && r.values.iter().all(|v| v.len() == 1)
+}
+
+/// ` WHERE <column> IN (…)`: a comparison's restriction to the main rows' values, of the
+/// one dimension.
+pub(crate) fn restricted(s: &mut Sql, spec: &Spec, column: &str) {
     if let Some(r) = spec.restriction {
-        s.push(" WHERE value IN (");
+        s.push(&format!(" WHERE {column} IN ("));
         for (i, v) in r.values.iter().flatten().enumerate() {
             if i > 0 {
                 s.push(", ");
@@ -1053,7 +1094,7 @@ fn count_values(spec: &Spec) -> Option<Sql> {
     let mut s = sql("SELECT count() AS total_rows FROM (SELECT value FROM (SELECT value FROM (");
     s.append(&rows)
         .push(&format!(") WHERE kind = {KIND_PIECE})"));
-    restricted(&mut s, spec);
+    restricted(&mut s, spec, "value");
     s.push(" GROUP BY value)");
     Some(s)
 }
@@ -1378,7 +1419,7 @@ fn select_by(spec: &Spec, by_value: &[Breakdown]) -> Option<Sql> {
         rows.push(&other_piece(&tz));
     }
     rows.push(" FROM (").append(&union).push(")");
-    restricted(&mut rows, spec);
+    restricted(&mut rows, spec, "value");
 
     let visitors_of = || {
         let mut s = sql("(");
@@ -1464,7 +1505,10 @@ mod tests {
             site_id: 1,
             time_zone: tz.into(),
             first_event: FirstEvent::At(1_704_067_200),
-            rollup: RollupState::Stale(Vec::new()),
+            rollup: RollupState::Stale {
+                days: Vec::new(),
+                visits_missing: Vec::new(),
+            },
         };
         Planner::default()
             .with_source(Arc::new(RollupSource))
@@ -1568,11 +1612,14 @@ mod tests {
     #[test]
     fn the_tail_starts_at_the_first_stale_day_of_the_range() {
         let site = SiteContext {
-            rollup: RollupState::Stale(vec![
-                "2024-02-10".parse().unwrap(),
-                "2024-03-20".parse().unwrap(),
-                "2024-03-21".parse().unwrap(),
-            ]),
+            rollup: RollupState::Stale {
+                days: vec![
+                    "2024-02-10".parse().unwrap(),
+                    "2024-03-20".parse().unwrap(),
+                    "2024-03-21".parse().unwrap(),
+                ],
+                visits_missing: Vec::new(),
+            },
             ..SiteContext::utc(1)
         };
         let planner = Planner::default().with_source(Arc::new(RollupSource));
@@ -1589,7 +1636,10 @@ mod tests {
             "{sql}"
         );
         let fresh = SiteContext {
-            rollup: RollupState::Stale(vec!["2024-04-02".parse().unwrap()]),
+            rollup: RollupState::Stale {
+                days: vec!["2024-04-02".parse().unwrap()],
+                visits_missing: Vec::new(),
+            },
             ..SiteContext::utc(1)
         };
         let p = planner
@@ -1622,7 +1672,10 @@ mod tests {
     #[test]
     fn a_tail_groups_its_visits_only_for_the_visit_measures() {
         let site = SiteContext {
-            rollup: RollupState::Stale(vec!["2024-03-20".parse().unwrap()]),
+            rollup: RollupState::Stale {
+                days: vec!["2024-03-20".parse().unwrap()],
+                visits_missing: Vec::new(),
+            },
             ..SiteContext::utc(1)
         };
         let planner = Planner::default().with_source(Arc::new(RollupSource));
@@ -1670,7 +1723,10 @@ mod tests {
     #[test]
     fn pageview_pages_and_custom_event_names_are_the_typed_rollups() {
         let site = SiteContext {
-            rollup: RollupState::Stale(vec!["2024-03-20".parse().unwrap()]),
+            rollup: RollupState::Stale {
+                days: vec!["2024-03-20".parse().unwrap()],
+                visits_missing: Vec::new(),
+            },
             ..SiteContext::utc(1)
         };
         let planner = Planner::default().with_source(Arc::new(RollupSource));
@@ -1726,7 +1782,10 @@ mod tests {
     #[test]
     fn a_breakdowns_total_rows_counts_its_values_alone() {
         let site = SiteContext {
-            rollup: RollupState::Stale(vec!["2024-03-20".parse().unwrap()]),
+            rollup: RollupState::Stale {
+                days: vec!["2024-03-20".parse().unwrap()],
+                visits_missing: Vec::new(),
+            },
             ..SiteContext::utc(1)
         };
         let planner = Planner::default().with_source(Arc::new(RollupSource));
@@ -1774,7 +1833,10 @@ mod tests {
     #[test]
     fn a_visit_breakdown_reads_its_attributes_rows_and_computes_only_it_in_the_tail() {
         let site = SiteContext {
-            rollup: RollupState::Stale(vec!["2024-03-20".parse().unwrap()]),
+            rollup: RollupState::Stale {
+                days: vec!["2024-03-20".parse().unwrap()],
+                visits_missing: Vec::new(),
+            },
             ..SiteContext::utc(1)
         };
         let planner = Planner::default().with_source(Arc::new(RollupSource));
@@ -1921,7 +1983,10 @@ mod tests {
             site_id,
             time_zone: tz,
             first_event: FirstEvent::At(1_704_067_200),
-            rollup: RollupState::Stale(stale),
+            rollup: RollupState::Stale {
+                days: stale,
+                visits_missing: Vec::new(),
+            },
         };
         for (name, dims) in [
             ("overview", json!([])),

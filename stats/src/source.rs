@@ -28,6 +28,9 @@ pub struct Spec<'a> {
     /// The site's local days the daily rollup cannot answer yet
     /// ([`crate::RollupState::Stale`]); `None` when not loaded.
     pub rollup_stale: Option<&'a [jiff::civil::Date]>,
+    /// The days the rollup's visits do not hold yet, though the day table is valid
+    /// ([`crate::RollupState::Stale`]); empty when not loaded.
+    pub visits_missing: &'a [jiff::civil::Date],
 }
 
 /// Rows whose dimensions `dimensions` (indexes into [`Spec::dimensions`]) take one of

@@ -74,6 +74,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 12,
         name: "stats rollup: stats_days carried over to stats_total_days, ordered by kind first",
     },
+    Migration {
+        version: 13,
+        name: "stats rollup: stats_visit_days",
+    },
 ];
 
 const SITES_COLUMNS: &str = "(
@@ -323,6 +327,62 @@ const ROLLUP_BREAKDOWN_COLUMNS: &str = "(
 const ROLLUP_BREAKDOWN_ORDER_BY: &str =
     "(site_id, time_zone, dimension, local_day, generation, kind, value, utc_day, id_hash)";
 
+/// The daily rollup's visits: per (site, zone, local day, generation) a marker (kind 0)
+/// and one row per visit with an event in the day (kind 1), with the visit's attributes
+/// (the Stats API's `visit:` dimensions, without `visit:`), whether it started in the day,
+/// the day's pageviews, events and visitor ids (`cityHash64`) of it, its measures over
+/// all its events, and the day's events of it (`event_*`: each one's page, whether it is
+/// a pageview, and its visitor id's hash). The Stats API reads it for questions filtered
+/// by visit attributes.
+/// Written by the rollup job with the generation, before [`ROLLUP_TABLE`]'s marker;
+/// erasure and retention delete from it as from [`ROLLUP_TABLE`], and on a cluster it is
+/// replicated to every server as that is.
+pub const ROLLUP_VISIT_TABLE: &str = "stats_visit_days";
+const ROLLUP_VISIT_COLUMNS: &str = "(
+    site_id UInt32,
+    time_zone String,
+    local_day Date,
+    generation UInt32,
+    kind UInt8,
+    visit_hash UInt64,
+    started UInt8,
+    entry_page String,
+    exit_page String,
+    source String,
+    referrer String,
+    channel String,
+    utm_source String,
+    utm_medium String,
+    utm_campaign String,
+    utm_content String,
+    utm_term String,
+    device String,
+    browser String,
+    browser_version String,
+    os String,
+    os_version String,
+    country String,
+    region String,
+    city String,
+    screen String,
+    pageviews UInt64,
+    events UInt64,
+    views UInt64,
+    bounce UInt8,
+    duration UInt64,
+    visitors Array(UInt64),
+    event_pages Array(String),
+    event_pageviews Array(UInt8),
+    event_visitors Array(UInt64)
+)";
+/// A query reads the visits of a range of days (the markers apart); a retried insert of a
+/// generation collapses into one copy.
+const ROLLUP_VISIT_ORDER_BY: &str = "(site_id, time_zone, kind, local_day, generation, visit_hash)";
+
+/// Every table of the daily rollup: what erasure and retention delete from, and what a
+/// generation is written to.
+pub const ROLLUP_TABLES: [&str; 3] = [ROLLUP_TABLE, ROLLUP_BREAKDOWN_TABLE, ROLLUP_VISIT_TABLE];
+
 /// When events of a (site, UTC hour) were last inserted: the rollup's days that read
 /// that hour are stale from then until computed again. Fed by [`touched_view`] on every
 /// insert into `events`; erasure and retention write it too. On a cluster it is laid out
@@ -553,6 +613,13 @@ pub fn statements_for(version: u32, topology: &Topology, variant: SchemaVariant)
                 topology.on_cluster()
             ),
         ],
+        13 => vec![registry_table(
+            topology,
+            ROLLUP_VISIT_TABLE,
+            ROLLUP_VISIT_COLUMNS,
+            None,
+            ROLLUP_VISIT_ORDER_BY,
+        )],
         other => panic!("no migration {other}"),
     }
 }
