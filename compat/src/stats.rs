@@ -396,8 +396,11 @@ pub fn statements(now: u32) -> Result<Vec<Value>, String> {
 /// `stats_total_days`); and what the job computes for the days.
 fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
     use rivulet_stats::rollup::{self, Days, RollupSource, RollupState};
+    use rivulet_stats::visits::{self, VisitSource};
     let mut out = Vec::new();
-    let planner = rivulet_stats::Planner::default().with_source(std::sync::Arc::new(RollupSource));
+    let planner = rivulet_stats::Planner::default()
+        .with_source(std::sync::Arc::new(RollupSource))
+        .with_source(std::sync::Arc::new(VisitSource));
     for (site_id, time_zone) in [(1u32, "UTC"), (2, "Europe/Berlin")] {
         let range = days(now, time_zone);
         let dates: Vec<jiff::civil::Date> = {
@@ -490,7 +493,10 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                     site_id,
                     time_zone: time_zone.into(),
                     first_event: FirstEvent::NotLoaded,
-                    rollup: RollupState::Stale(stale.clone()),
+                    rollup: RollupState::Stale {
+                        days: stale.clone(),
+                        visits_missing: Vec::new(),
+                    },
                 };
                 let req =
                     Request::from_value(request).map_err(|e| format!("rollup {name}: {e}"))?;
@@ -516,12 +522,94 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
                     out.push(st);
                 }
             }
+            // Filtered by visit attributes: the rollup's visits, the days stale or only
+            // without their visits.
+            let german_chrome = json!([["is", "visit:country", ["DE"]], ["is", "visit:browser", ["Chrome"], {"case_sensitive": false}]]);
+            for (name, extra) in [
+                ("visits: totals", json!({"filters": german_chrome})),
+                (
+                    "visits: by week, a tree",
+                    json!({"dimensions": ["time:week"], "filters": [["or", [["is", "visit:device", ["Desktop"]], ["not", ["matches", "visit:entry_page", ["^/blog"]]]]]]}),
+                ),
+                (
+                    "visits: pageview pages, percentage, previous period",
+                    json!({"metrics": ["visitors", "pageviews", "percentage"], "dimensions": ["event:page"],
+                           "filters": [["is", "visit:country", ["DE"]], ["is", "event:type", ["pageview"]]],
+                           "include": {"comparisons": {"mode": "previous_period"}, "total_rows": true}}),
+                ),
+                (
+                    "visits: pages",
+                    json!({"metrics": ["visitors", "pageviews", "events"], "dimensions": ["event:page"],
+                           "filters": german_chrome}),
+                ),
+                (
+                    "visits: by source, percentage, previous period",
+                    json!({"metrics": ["visitors", "visits", "bounce_rate", "visit_duration", "percentage"],
+                           "dimensions": ["visit:source"], "filters": german_chrome,
+                           "include": {"comparisons": {"mode": "previous_period"}, "total_rows": true}}),
+                ),
+            ] {
+                let mut request =
+                    json!({"site_id": site_id, "metrics": metrics, "date_range": range});
+                request
+                    .as_object_mut()
+                    .unwrap()
+                    .extend(extra.as_object().unwrap().clone());
+                let case = StatsCase {
+                    name: "rollup",
+                    site_id,
+                    time_zone,
+                    request: request.clone(),
+                    comparison_rows: Vec::new(),
+                };
+                for (missing_label, (stale, missing)) in [
+                    ("", (stale.clone(), Vec::new())),
+                    (" visits missing", (Vec::new(), stale.clone())),
+                ] {
+                    let site = SiteContext {
+                        site_id,
+                        time_zone: time_zone.into(),
+                        first_event: FirstEvent::NotLoaded,
+                        rollup: RollupState::Stale {
+                            days: stale,
+                            visits_missing: missing,
+                        },
+                    };
+                    let req = Request::from_value(request.clone())
+                        .map_err(|e| format!("rollup {name}: {e}"))?;
+                    let plan = planner
+                        .plan(&req, &site, i64::from(now))
+                        .map_err(|e| format!("rollup {name}: {e}"))?;
+                    if plan.source() != visits::SOURCE_NAME {
+                        return Err(format!("rollup {name}: planned on {}", plan.source()));
+                    }
+                    let label = format!("{label}{missing_label}");
+                    let mut st = statement_json(&case, plan.main())?;
+                    st["name"] = json!(format!("rollup {label} {name} (site {site_id})"));
+                    out.push(st);
+                    if let Some(t) = plan.total_rows() {
+                        let mut st = statement_json(&case, t)?;
+                        st["name"] =
+                            json!(format!("rollup {label} {name} total_rows (site {site_id})"));
+                        out.push(st);
+                    }
+                    if let Some(c) = plan.comparison(&[]) {
+                        let mut st = statement_json(&case, &c)?;
+                        st["name"] =
+                            json!(format!("rollup {label} {name} comparison (site {site_id})"));
+                        out.push(st);
+                    }
+                }
+            }
             // The dashboard's cards by visit attributes, as the one statement they share.
             let site = SiteContext {
                 site_id,
                 time_zone: time_zone.into(),
                 first_event: FirstEvent::NotLoaded,
-                rollup: RollupState::Stale(stale.clone()),
+                rollup: RollupState::Stale {
+                    days: stale.clone(),
+                    visits_missing: Vec::new(),
+                },
             };
             let cards: Vec<rivulet_stats::QueryPlan> = ["visit:channel", "visit:country", "visit:browser"]
                 .iter()
@@ -616,6 +704,55 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
         };
         let mut st = statement_json(&case, &job)?;
         st["name"] = json!(format!("rollup job breakdown rows (site {site_id})"));
+        out.push(st);
+        // The visits' rows: the day, the visit, whether it started, its attributes and
+        // its visitor ids as text; its counts and measures as numbers.
+        let texts: Vec<String> = [
+            "toString(local_day)",
+            "toString(visit_hash)",
+            "toString(started)",
+        ]
+        .iter()
+        .map(|c| c.to_string())
+        .chain(visits::row_columns()[3..22].iter().map(|c| c.to_string()))
+        .chain([
+            "toString(arraySort(visitors))".to_string(),
+            "toString(arraySort(event_pages))".to_string(),
+            "toString(arraySort(event_visitors))".to_string(),
+        ])
+        .collect();
+        let counts = [
+            "pageviews",
+            "events",
+            "views",
+            "bounce",
+            "duration",
+            "arraySum(event_pageviews)",
+        ];
+        let mut rows = rivulet_stats::sql::Sql::new();
+        rows.push("SELECT ");
+        for (i, t) in texts.iter().enumerate() {
+            rows.push(&format!("{t} AS d{i}, "));
+        }
+        for (i, c) in counts.iter().enumerate() {
+            let sep = if i > 0 { ", " } else { "" };
+            rows.push(&format!("{sep}{c} AS n{i}"));
+        }
+        rows.push(" FROM (")
+            .append(&visits::visit_rows(site_id, &zone, &span))
+            .push(")");
+        let job = Statement {
+            name: "stats_rollup_visit_rows",
+            sql: rows.text().to_string(),
+            binds: rows.binds().to_vec(),
+            settings: Vec::new(),
+            columns: (0..texts.len())
+                .map(|i| format!("d{i}"))
+                .chain((0..counts.len()).map(|i| format!("n{i}")))
+                .collect(),
+        };
+        let mut st = statement_json(&case, &job)?;
+        st["name"] = json!(format!("rollup job visit rows (site {site_id})"));
         out.push(st);
     }
     Ok(out)
