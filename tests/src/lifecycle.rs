@@ -1107,7 +1107,7 @@ async fn retention_run(db: &Db, site: u32, since: u32, runner: &Service) -> (u32
 }
 
 /// Waits until no server has a mutation of Rivulet's tables left to finish.
-async fn mutations_done() {
+pub async fn mutations_done() {
     let nodes = each_node();
     Pace::within(Duration::from_secs(300))
         .every(Duration::from_millis(250))
@@ -1173,11 +1173,20 @@ pub async fn retention_by_site() {
     crate::stats::compute_rollup(pruned).await;
     let expired_rollup = format!(
         "SELECT (SELECT count() FROM stats_total_days WHERE site_id = ? AND kind != 0 AND toUInt16(local_day) < {0}) \
-         + (SELECT count() FROM stats_breakdown_days WHERE site_id = ? AND kind != 0 AND toUInt16(local_day) < {0})",
+         + (SELECT count() FROM stats_breakdown_days WHERE site_id = ? AND kind != 0 AND toUInt16(local_day) < {0}) \
+         + (SELECT count() FROM stats_visit_days WHERE site_id = ? AND kind != 0 AND toUInt16(local_day) < {0})",
         expected_cutoff / 86_400 - 1
     );
-    let twice = [p.clone(), p.clone()];
+    let twice = [p.clone(), p.clone(), p.clone()];
     assert!(number(&db, &expired_rollup, &twice).await > 0);
+    let expired_visits = format!(
+        "SELECT count() FROM stats_visit_days WHERE site_id = ? AND kind != 0 AND toUInt16(local_day) < {}",
+        expected_cutoff / 86_400 - 1
+    );
+    assert!(
+        number(&db, &expired_visits, std::slice::from_ref(&p)).await > 0,
+        "the rollup's visits of the expired days"
+    );
 
     let since = (now_ms() / 1000) as u32;
     set_retention(pruned, KEEP).await;

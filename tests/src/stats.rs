@@ -2548,6 +2548,18 @@ pub async fn rollup_rows(db: &Db, site_id: u32, condition: &str) -> u64 {
         .expect("count the rollup's rows")
 }
 
+/// The rows of a site's rollup visits (`stats_visit_days`) that meet `condition`.
+pub async fn visit_rows(db: &Db, site_id: u32, condition: &str) -> u64 {
+    db.client
+        .query(&format!(
+            "SELECT count() FROM stats_visit_days WHERE site_id = ? AND ({condition})"
+        ))
+        .bind(site_id)
+        .fetch_one()
+        .await
+        .expect("count the rollup's visits")
+}
+
 /// What the daily rollup answers (docs/stats-api.md, "The daily rollup"): the totals and the day,
 /// week and month series of whole days, with comparisons, over the main range, the DST
 /// day, and a range from the year before to after the data.
@@ -2652,6 +2664,113 @@ pub fn rollup_queries(site_id: u32) -> Vec<Named> {
         query(
             site_id,
             json!({"metrics": with_share, "date_range": MAIN_RANGE, "dimensions": ["visit:exit_page"],
+                   "order_by": [["visits", "asc"], ["visit:exit_page", "desc"]],
+                   "include": {"total_rows": true},
+                   "pagination": {"limit": 3, "offset": 2}}),
+        ),
+    ));
+    // Filtered by visit attributes only: the rollup's visits. Every such filter of the
+    // matrix in total; two of them over each range, by time and by attributes.
+    let visit_only: Vec<(&str, Value)> = filters()
+        .into_iter()
+        .filter(|(_, f)| !f.to_string().contains("\"event:"))
+        .collect();
+    for (name, f) in &visit_only {
+        out.push((
+            format!("rollup visits: {name}"),
+            query(site_id, json!({"metrics": metrics, "filters": f})),
+        ));
+    }
+    let german_chrome = json!([
+        ["is", "visit:country", ["DE"]],
+        ["is", "visit:browser", ["Chrome"]]
+    ]);
+    let a_tree = json!([[
+        "or",
+        [
+            [
+                "and",
+                [
+                    ["is", "visit:device", ["Desktop"]],
+                    ["not", ["contains", "visit:browser", ["Fire"]]]
+                ]
+            ],
+            ["matches", "visit:entry_page", ["^/blog"]]
+        ]
+    ]]);
+    for (name, range) in &ranges {
+        for (fname, f) in [("German Chrome", &german_chrome), ("a tree", &a_tree)] {
+            for dims in [
+                json!([]),
+                json!(["time:day"]),
+                json!(["time:week"]),
+                json!(["time:month"]),
+                json!(["visit:source"]),
+                json!(["visit:entry_page"]),
+                json!(["visit:country"]),
+                json!(["visit:device"]),
+            ] {
+                // (`percentage` is a row's share: it needs a dimension.)
+                let asked = if dims == json!([]) {
+                    &metrics[..]
+                } else {
+                    &with_share[..]
+                };
+                out.push((
+                    format!("rollup visits: {fname}, {name} by {dims}"),
+                    query(
+                        site_id,
+                        json!({"metrics": asked, "date_range": range, "dimensions": dims,
+                               "filters": f, "include": {"total_rows": true}}),
+                    ),
+                ));
+            }
+        }
+    }
+    // By page: each event of the visits that pass, under its own page; of pageviews only
+    // (the dashboard's Top pages, filtered).
+    let mut pageviews_of = german_chrome.as_array().unwrap().clone();
+    pageviews_of.push(json!(["is", "event:type", ["pageview"]]));
+    for (name, range) in &ranges {
+        for (fname, f) in [
+            ("German Chrome", &german_chrome),
+            ("a tree", &a_tree),
+            ("German Chrome pageviews", &json!(pageviews_of)),
+        ] {
+            out.push((
+                format!("rollup visits: {fname}, {name} by event:page"),
+                query(
+                    site_id,
+                    json!({"metrics": ["visitors", "pageviews", "events", "percentage"],
+                           "date_range": range, "dimensions": ["event:page"], "filters": f,
+                           "include": {"total_rows": true}}),
+                ),
+            ));
+        }
+    }
+    out.push((
+        "rollup visits: a tree, previous_period by event:page".into(),
+        query(
+            site_id,
+            json!({"metrics": ["visitors", "pageviews", "percentage"], "dimensions": ["event:page"],
+                   "filters": a_tree, "include": {"comparisons": {"mode": "previous_period"}}}),
+        ),
+    ));
+    for mode in ["previous_period", "year_over_year"] {
+        out.push((
+            format!("rollup visits: German Chrome, {mode} by visit:source"),
+            query(
+                site_id,
+                json!({"metrics": with_share, "dimensions": ["visit:source"], "filters": german_chrome,
+                       "include": {"comparisons": {"mode": mode}}}),
+            ),
+        ));
+    }
+    out.push((
+        "rollup visits: a page of exit pages by visits".into(),
+        query(
+            site_id,
+            json!({"metrics": with_share, "dimensions": ["visit:exit_page"], "filters": a_tree,
                    "order_by": [["visits", "asc"], ["visit:exit_page", "desc"]],
                    "include": {"total_rows": true},
                    "pagination": {"limit": 3, "offset": 2}}),

@@ -296,9 +296,11 @@ async fn the_rollups_day_rows_are_carried_over_to_the_table_ordered_by_kind() {
         .map(|m| m.version)
         .collect();
     assert_eq!(migrate(), serde_json::json!(all));
+    // Migration 12 and those after it: recorded as not applied.
+    let from_12: Vec<u32> = all.iter().copied().filter(|v| *v >= 12).collect();
     before_12(true).await;
     run(format!("DROP TABLE {fresh}.stats_total_days")).await;
-    assert_eq!(migrate(), serde_json::json!([12]));
+    assert_eq!(migrate(), serde_json::json!(from_12));
     let totals = format!(
         "SELECT count() FROM {fresh}.stats_total_days WHERE site_id = 7 AND pageviews IN (0, 42)"
     );
@@ -329,7 +331,7 @@ async fn the_rollups_day_rows_are_carried_over_to_the_table_ordered_by_kind() {
     );
     // Stopped after its copy, before its drop: run again, it copies nothing twice.
     before_12(true).await;
-    assert_eq!(migrate(), serde_json::json!([12]));
+    assert_eq!(migrate(), serde_json::json!(from_12));
     assert_eq!(count(totals).await, 3);
     assert_eq!(count(old).await, 0);
     run(format!("DROP DATABASE {fresh}")).await;

@@ -180,6 +180,7 @@ async fn the_schema_is_distributed_over_replicated_tables_and_the_registry_is_ev
             "sites\tReplicatedReplacingMergeTree",
             "stats_breakdown_days\tReplicatedReplacingMergeTree",
             "stats_total_days\tReplicatedReplacingMergeTree",
+            "stats_visit_days\tReplicatedReplacingMergeTree",
             "stats_touched\tDistributed",
             "stats_touched_local\tReplicatedReplacingMergeTree",
             "stats_touched_mv\tMaterializedView",
@@ -504,9 +505,27 @@ async fn the_stats_api_answers_on_the_cluster_as_computed_from_the_events_writte
         &[("STATS_RATE_LIMIT_PER_MINUTE", "0")],
     )
     .await;
+    // The rollup's totals and series, and its visits filtered (by an attribute, by page).
+    let visits: Vec<_> = rivulet_tests::stats::rollup_queries(site_id)
+        .into_iter()
+        .filter(|(name, _)| {
+            [
+                "rollup visits: German Chrome, the main range by [\"visit:source\"]",
+                "rollup visits: a tree, the main range by [\"time:week\"]",
+                "rollup visits: German Chrome, the main range by event:page",
+            ]
+            .contains(&name.as_str())
+        })
+        .collect();
+    assert_eq!(
+        visits.len(),
+        3,
+        "the visits' queries are named as the matrix names them"
+    );
     let queries = [
         rivulet_tests::stats::cluster_queries(site_id),
         rivulet_tests::stats::rollup_queries(site_id)[..4].to_vec(),
+        visits,
     ]
     .concat();
     let failures = rivulet_tests::stats::mismatches(&admin.url, &key, &ds, &queries).await;
@@ -525,6 +544,9 @@ async fn the_stats_api_answers_on_the_cluster_as_computed_from_the_events_writte
     let sql =
         format!("SELECT count() FROM stats_total_days WHERE site_id = {site_id} AND kind = 0");
     every_node_answers(&sql, &markers, Duration::from_secs(30)).await;
+    let sql =
+        format!("SELECT count() FROM stats_visit_days WHERE site_id = {site_id} AND kind = 0");
+    every_node_answers(&sql, &markers, Duration::from_secs(30)).await;
     let failures = rivulet_tests::stats::mismatches(&admin.url, &key, &ds, &queries).await;
     assert!(
         failures.is_empty(),
@@ -540,7 +562,8 @@ async fn the_stats_api_answers_on_the_cluster_as_computed_from_the_events_writte
     assert!(ds.events_of_person(person) > 0, "{person} has events");
     let theirs = format!(
         "SELECT (SELECT count() FROM stats_total_days WHERE site_id = {site_id} AND id_hash = cityHash64('{person}')) \
-         + (SELECT count() FROM stats_breakdown_days WHERE site_id = {site_id} AND id_hash = cityHash64('{person}'))"
+         + (SELECT count() FROM stats_breakdown_days WHERE site_id = {site_id} AND id_hash = cityHash64('{person}')) \
+         + (SELECT count() FROM stats_visit_days WHERE site_id = {site_id} AND has(visitors, cityHash64('{person}')))"
     );
     assert_ne!(on_node(&nodes()[0].1, &theirs).await.trim(), "0");
     let lane = rivulet_tests::lifecycle::Lane::new("cluster-rollup-erase").await;
