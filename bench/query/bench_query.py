@@ -359,9 +359,11 @@ def rollup():
     time.sleep(1.5)
     again = json.loads(admin("rollup", "--site", str(SITE), "--margin-secs", "0"))
     run["days_computed"] += again["days_computed"]
+    run["visit_days_filled"] += again["visit_days_filled"]
     run["rows_written"] += again["rows_written"]
     run["seconds"] = round(time.time() - t0 - 1.5, 1)
-    log(f"rollup: {run['days_computed']} days computed, {run['rows_written']:,} rows, {run['seconds']} s")
+    log(f"rollup: {run['days_computed']} days computed, {run['visit_days_filled']} days' visits filled in, "
+        f"{run['rows_written']:,} rows, {run['seconds']} s")
     return run
 
 
@@ -408,7 +410,9 @@ def measure(ch):
         server.terminate()
         server.wait()
     size, rows = disk(ch)
-    rollup_size, rollup_rows = disk(ch, ("stats_total_days", "stats_breakdown_days", "stats_touched"))
+    rollup_size, rollup_rows = disk(ch, ("stats_total_days", "stats_breakdown_days", "stats_visit_days",
+                                         "stats_touched"))
+    visits_size, _ = disk(ch, ("stats_visit_days",))
     return {
         "events": rows,
         "database": DB,
@@ -416,6 +420,8 @@ def measure(ch):
         # What the read side adds: the rollup and its stamps.
         "rollup_disk_bytes_per_million_events": round(rollup_size / max(rows, 1) * 1e6),
         "rollup_rows": rollup_rows,
+        # Of which the rollup's visits (for the questions filtered by visit attributes).
+        "rollup_visits_disk_bytes_per_million_events": round(visits_size / max(rows, 1) * 1e6),
         "rollup": computed,
         "warm_runs": RUNS,
         "baseline_warm_runs": BASELINE_RUNS,
