@@ -142,27 +142,41 @@ async fn unknown_keys_and_sites_cost_a_bounded_number_of_queries() {
     // A valid key with random site ids, to an ingest that has not seen this address: no
     // site is ever looked up, and the address is soon refused.
     drop(ingest);
-    let ingest = start_ingest(&[
-        ("AUTH_FAILURE_BURST", "20"),
-        ("AUTH_FAILURES_PER_MINUTE", "60"),
-    ])
-    .await;
-    let g = negative_lookups(&ingest, &admin, &token, site, Some(&key), 3_000).await;
-    eprintln!("{}", serde_json::to_string_pretty(&g).unwrap());
+    // ClickHouse's query counter is the server's: a burst of the enricher's lifecycle
+    // runner (the rollup job, once a minute) can land in the attack's quarter second,
+    // unseen by the two seconds of background sampling. A query per request shows in
+    // every attempt, so the fewer of two attempts, each on a fresh ingest, is checked.
+    let mut fewest_queries = u64::MAX;
+    for _ in 0..2 {
+        let ingest = start_ingest(&[
+            ("AUTH_FAILURE_BURST", "20"),
+            ("AUTH_FAILURES_PER_MINUTE", "60"),
+        ])
+        .await;
+        let g = negative_lookups(&ingest, &admin, &token, site, Some(&key), 3_000).await;
+        eprintln!("{}", serde_json::to_string_pretty(&g).unwrap());
+        assert!(
+            g.registry_lookups <= 1.0,
+            "the key alone is looked up: {g:?}"
+        );
+        assert!(
+            g.statuses.get(&404).copied().unwrap_or(0) > 0,
+            "{:?}",
+            g.statuses
+        );
+        assert!(
+            g.statuses.get(&429).copied().unwrap_or(0) >= 2_900,
+            "{:?}",
+            g.statuses
+        );
+        fewest_queries = fewest_queries.min(g.clickhouse_queries);
+        if fewest_queries <= 2 {
+            break;
+        }
+    }
     assert!(
-        g.registry_lookups <= 1.0,
-        "the key alone is looked up: {g:?}"
-    );
-    assert!(g.clickhouse_queries <= 2, "{g:?}");
-    assert!(
-        g.statuses.get(&404).copied().unwrap_or(0) > 0,
-        "{:?}",
-        g.statuses
-    );
-    assert!(
-        g.statuses.get(&429).copied().unwrap_or(0) >= 2_900,
-        "{:?}",
-        g.statuses
+        fewest_queries <= 2,
+        "ClickHouse got {fewest_queries} queries in the better of two attempts"
     );
 }
 
