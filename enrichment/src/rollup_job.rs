@@ -14,8 +14,9 @@
 //! replica) has either all of a generation or none of it. The generations it replaces are
 //! deleted afterwards by one mutation.
 
-use clickhouse::Row;
+use clickhouse::{Row, RowOwned, RowWrite};
 use rivulet_common::ch::Db;
+use rivulet_common::schema::migrations::ROLLUP_TABLES;
 use rivulet_stats::date_range::Zone;
 use rivulet_stats::limits::SESSION_LOOKAROUND_SECS;
 use rivulet_stats::rollup::{self, Days, VisitMeasures, KIND_MARKER};
@@ -367,27 +368,18 @@ impl RollupJob {
         let of_generation: Vec<(jiff::civil::Date, u32)> =
             days.iter().map(|(day, _)| (*day, generation)).collect();
         written += self.write_visits(site_id, zone, &of_generation).await?;
-        let mut insert = self.db.client.insert::<RollupRow>(rollup::TABLE).await?;
-        for (day, _) in days {
-            let marker = RollupRow {
-                site_id,
-                time_zone: zone.name().to_string(),
-                local_day: day_number(*day),
-                generation,
-                kind: KIND_MARKER,
-                ..RollupRow::default()
-            };
-            insert.write(&marker).await?;
-            written += 1;
-        }
-        for row in &computed {
-            insert.write(row).await?;
-            written += 1;
-        }
-        insert.end().await?;
+        let markers = days.iter().map(|(day, _)| RollupRow {
+            site_id,
+            time_zone: zone.name().to_string(),
+            local_day: day_number(*day),
+            generation,
+            kind: KIND_MARKER,
+            ..RollupRow::default()
+        });
+        written += self.insert_block(rollup::TABLE, markers, &computed).await?;
         if days.iter().any(|(_, old)| *old > 0) {
             // The replaced generations: rows no query reads any more.
-            for table in [rollup::TABLE, rollup::BREAKDOWN_TABLE, visits::TABLE] {
+            for table in ROLLUP_TABLES {
                 self.db
                     .alter(
                         table,
@@ -447,30 +439,18 @@ impl RollupJob {
                 );
                 rows.extend(query(&self.db, &sql).fetch_all::<BreakdownRow>().await?);
             }
-            let mut insert = self
-                .db
-                .client
-                .insert::<BreakdownRow>(rollup::BREAKDOWN_TABLE)
+            let markers = run.iter().map(|(day, _)| BreakdownRow {
+                site_id,
+                time_zone: zone.name().to_string(),
+                local_day: day_number(*day),
+                generation,
+                kind: KIND_MARKER,
+                value: rollup::LAYOUT.to_string(),
+                ..BreakdownRow::default()
+            });
+            written += self
+                .insert_block(rollup::BREAKDOWN_TABLE, markers, &rows)
                 .await?;
-            for (day, _) in run {
-                insert
-                    .write(&BreakdownRow {
-                        site_id,
-                        time_zone: zone.name().to_string(),
-                        local_day: day_number(*day),
-                        generation,
-                        kind: KIND_MARKER,
-                        value: rollup::LAYOUT.to_string(),
-                        ..BreakdownRow::default()
-                    })
-                    .await?;
-                written += 1;
-            }
-            for row in &rows {
-                insert.write(row).await?;
-                written += 1;
-            }
-            insert.end().await?;
         }
         Ok(written)
     }
@@ -503,26 +483,38 @@ impl RollupJob {
                 run,
             );
             let rows: Vec<VisitRow> = query(&self.db, &sql).fetch_all().await?;
-            let mut insert = self.db.client.insert::<VisitRow>(visits::TABLE).await?;
-            for (day, generation) in run {
-                insert
-                    .write(&VisitRow {
-                        site_id,
-                        time_zone: zone.name().to_string(),
-                        local_day: day_number(*day),
-                        generation: *generation,
-                        kind: KIND_MARKER,
-                        ..VisitRow::default()
-                    })
-                    .await?;
-                written += 1;
-            }
-            for row in &rows {
-                insert.write(row).await?;
-                written += 1;
-            }
-            insert.end().await?;
+            let markers = run.iter().map(|(day, generation)| VisitRow {
+                site_id,
+                time_zone: zone.name().to_string(),
+                local_day: day_number(*day),
+                generation: *generation,
+                kind: KIND_MARKER,
+                ..VisitRow::default()
+            });
+            written += self.insert_block(visits::TABLE, markers, &rows).await?;
         }
+        Ok(written)
+    }
+
+    /// Inserts `markers`, then `rows`, into `table` as one insert: a generation's rows
+    /// land with its markers or not at all. Returns the rows written.
+    async fn insert_block<R: RowOwned + RowWrite>(
+        &self,
+        table: &str,
+        markers: impl Iterator<Item = R>,
+        rows: &[R],
+    ) -> Result<u64, clickhouse::error::Error> {
+        let mut written = 0u64;
+        let mut insert = self.db.client.insert::<R>(table).await?;
+        for marker in markers {
+            insert.write(&marker).await?;
+            written += 1;
+        }
+        for row in rows {
+            insert.write(row).await?;
+            written += 1;
+        }
+        insert.end().await?;
         Ok(written)
     }
 }
@@ -695,6 +687,15 @@ mod tests {
             ),
             "{}",
             sql.text()
+        );
+    }
+
+    #[test]
+    fn the_tables_written_are_those_erasure_and_retention_delete_from() {
+        // And those whose replaced generations the job deletes.
+        assert_eq!(
+            ROLLUP_TABLES,
+            [rollup::TABLE, rollup::BREAKDOWN_TABLE, visits::TABLE]
         );
     }
 
