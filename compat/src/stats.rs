@@ -714,7 +714,7 @@ fn rollup_statements(now: u32) -> Result<Vec<Value>, String> {
         ]
         .iter()
         .map(|c| c.to_string())
-        .chain(visits::row_columns()[3..22].iter().map(|c| c.to_string()))
+        .chain(visits::attribute_columns().map(String::from))
         .chain([
             "toString(arraySort(visitors))".to_string(),
             "toString(arraySort(event_pages))".to_string(),

@@ -53,11 +53,16 @@ pub fn attribute_column(p: VisitProperty) -> &'static str {
     name.trim_start_matches("visit:")
 }
 
+/// The attributes' columns, in the table's order.
+pub fn attribute_columns() -> impl Iterator<Item = &'static str> {
+    VISIT_PROPERTIES.iter().map(|(p, _)| attribute_column(*p))
+}
+
 /// The columns of [`visit_rows`] after `local_day`, in the table's order after
 /// `site_id`, `time_zone`, `local_day` and `generation`.
 pub fn row_columns() -> Vec<&'static str> {
     let mut out = vec!["kind", "visit_hash", "started"];
-    out.extend(VISIT_PROPERTIES.iter().map(|(p, _)| attribute_column(*p)));
+    out.extend(attribute_columns());
     out.extend([
         "pageviews",
         "events",
@@ -269,14 +274,10 @@ fn range_rows(spec: &Spec, columns: &str) -> Option<Sql> {
     let zone = spec.zone;
     let range = spec.range;
     let (first, last) = (date(range.first_date), date(range.last_date));
-    let tail = tail_day(spec);
-    let tail_days = match tail {
-        Some(d) => Some(Days::literal(zone, d, range.last_date).ok()?),
-        None => None,
-    };
-    let end = match tail {
-        Some(d) => date(d),
-        None => date(range.last_date.tomorrow().ok()?),
+    // The table's days end where the tail's begin.
+    let (end, tail_days) = match tail_day(spec) {
+        Some(d) => (date(d), Some(Days::literal(zone, d, range.last_date).ok()?)),
+        None => (date(range.last_date.tomorrow().ok()?), None),
     };
     let condition = filter_condition(spec.filters);
     let of_site = |s: &mut Sql| {
@@ -333,7 +334,7 @@ fn select(spec: &Spec) -> Option<Sql> {
                 key.append(&start).push(")");
                 (Some(key), Some(start))
             }
-            Bucket::Month | Bucket::Hour => {
+            Bucket::Month => {
                 let mut start = sql("greatest(toStartOfMonth(local_day), ");
                 start.append(&first).push(")");
                 (
@@ -341,6 +342,8 @@ fn select(spec: &Spec) -> Option<Sql> {
                     Some(start),
                 )
             }
+            // Not covered: a day's rows have no hours. (`events` answers.)
+            Bucket::Hour => return None,
         },
         _ => (None, None),
     };
